@@ -1,0 +1,39 @@
+# Two commands do everything on a fresh machine:
+#   make render   set up, then render the dev stack offline into build/dev with a summary
+#   make test     set up, then lint, type-check and run every test
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STACK ?= dev
+
+.PHONY: render test lint typecheck unit schema bench clean
+
+$(BIN)/.installed: requirements.txt requirements-test.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+render: $(BIN)/.installed
+	$(BIN)/python -m infra render --stack $(STACK)
+
+test: lint typecheck unit
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy infra components stacks tests bench
+
+unit: $(BIN)/.installed
+	$(BIN)/pytest
+
+schema: $(BIN)/.installed
+	$(BIN)/python -m infra schema > infra/stack-config.schema.json
+
+bench: $(BIN)/.installed
+	$(BIN)/python bench/render_scale.py
+
+clean:
+	rm -rf build .mypy_cache .ruff_cache .pytest_cache
