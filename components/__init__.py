@@ -1,0 +1,1 @@
+"""Reusable Pulumi components of the inference platform. They know nothing of stack config."""

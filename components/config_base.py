@@ -1,0 +1,130 @@
+"""The base every config model derives from, and the value types Kubernetes imposes on them.
+
+Config is written by people in YAML, so models use camelCase keys (as Kubernetes does),
+refuse unknown keys (a typo must not be silently ignored) and are immutable once parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+
+class ConfigModel(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        str_strip_whitespace=False,
+    )
+
+
+def config_problems(problems: list[tuple[str, str]]) -> PydanticCustomError:
+    """An error for problems found by a model validator, each with a path relative to the model.
+
+    Pydantic reports a model validator's error at the model's own location. Cross-field
+    checks (weights that must add up, names that must be unique) know better which field is
+    wrong, so they raise this error carrying (relative path, message) pairs; infra/errors.py
+    turns each pair into its own line with the full path.
+    """
+    summary = "; ".join(f"{path}: {message}" if path else message for path, message in problems)
+    return PydanticCustomError("config_problem", "{summary}", {"summary": summary, "problems": problems})
+
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Kubernetes resource.Quantity: a signed decimal with an optional binary or decimal suffix.
+_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+# Durations as Istio and Kubernetes write them: 1h, 30s, 250ms, 1m30s.
+_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(h|m|s|ms|us|µs|ns))+$")
+
+
+def check_dns1123_label(value: str) -> str:
+    if len(value) > 63 or not _DNS1123_LABEL.match(value):
+        raise PydanticCustomError(
+            "dns1123_label",
+            "'{value}' is not a valid name: use at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit",
+            {"value": value},
+        )
+    return value
+
+
+def check_dns1035_label(value: str) -> str:
+    if len(value) > 63 or not _DNS1035_LABEL.match(value):
+        raise PydanticCustomError(
+            "dns1035_label",
+            "'{value}' is not a valid name: use at most 63 lowercase letters, digits and '-', "
+            "starting with a letter and ending with a letter or digit",
+            {"value": value},
+        )
+    return value
+
+
+def check_dns1123_subdomain(value: str) -> str:
+    if len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value) or any(len(p) > 63 for p in value.split(".")):
+        raise PydanticCustomError(
+            "dns1123_subdomain",
+            "'{value}' is not a valid DNS name: lowercase labels of letters, digits and '-' "
+            "separated by dots, each label at most 63 characters",
+            {"value": value},
+        )
+    return value
+
+
+def check_quantity(value: str | int | float) -> str:
+    text = str(value)
+    if not _QUANTITY.match(text):
+        raise PydanticCustomError(
+            "quantity",
+            "'{value}' is not a Kubernetes quantity (examples: 500m, 2, 1.5, 512Mi, 4Gi)",
+            {"value": text},
+        )
+    return text
+
+
+def check_duration(value: str) -> str:
+    if not _DURATION.match(value):
+        raise PydanticCustomError(
+            "duration", "'{value}' is not a duration (examples: 30s, 1m30s, 250ms)", {"value": value}
+        )
+    return value
+
+
+DNS1123Label = Annotated[str, AfterValidator(check_dns1123_label)]
+"""Names of most Kubernetes objects and label values: lowercase alphanumerics and '-'."""
+
+DNS1035Label = Annotated[str, AfterValidator(check_dns1035_label)]
+"""Service names: a DNS-1123 label that starts with a letter."""
+
+DNSSubdomain = Annotated[str, AfterValidator(check_dns1123_subdomain)]
+
+Quantity = Annotated[str | int | float, AfterValidator(check_quantity)]
+"""A Kubernetes resource quantity, kept as the string the API server will see."""
+
+Duration = Annotated[str, AfterValidator(check_duration)]
+
+Percent = Annotated[float, Field(gt=0, le=100)]
+
+
+def duplicate_problems(names: list[str], path: str, what: str) -> list[tuple[str, str]]:
+    """One problem for each repeat of a name; `path` is formatted with the index of the repeat."""
+    first_seen: dict[str, int] = {}
+    problems = []
+    for index, name in enumerate(names):
+        if name in first_seen:
+            also = path.format(first_seen[name])
+            problems.append((path.format(index), f"{what} '{name}' is defined twice (also {also})"))
+        first_seen.setdefault(name, index)
+    return problems
+
+
+def drop_none(mapping: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a mapping without its None values, for optional fields of Kubernetes objects."""
+    return {key: value for key, value in mapping.items() if value is not None}

@@ -1,0 +1,37 @@
+"""The InferenceService component: one model, all of its versions, and the routes to them."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+
+from components.inference_service.manifests import InferenceServiceArgs, model_manifests
+from components.kube import register
+
+
+class InferenceService(pulumi.ComponentResource):
+    """A Deployment and Service per version, a model Service, a DestinationRule and a VirtualService."""
+
+    urls: pulumi.Output[list[str]]
+    curl: pulumi.Output[str]
+    weights: pulumi.Output[dict[str, int]]
+    mirrors: pulumi.Output[dict[str, float]]
+
+    def __init__(self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-platform:serving:InferenceService", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        for manifest in model_manifests(args):
+            register(manifest, child)
+
+        example = args.model.example_request()
+        host_url = f"{args.url_scheme}://{args.host}/"
+        path_url = f"{args.url_scheme}://{args.shared_host}{args.path_prefix}"
+        self.urls = pulumi.Output.from_input([host_url, path_url])
+        self.curl = pulumi.Output.from_input(
+            f"curl -sS {host_url}{example.path.lstrip('/')} -H 'Content-Type: application/json' "
+            f"-d '{json.dumps(example.body, separators=(',', ':'))}'"
+        )
+        self.weights = pulumi.Output.from_input(args.model.live_weights)
+        self.mirrors = pulumi.Output.from_input(args.model.mirrors)
+        self.register_outputs({"urls": self.urls, "curl": self.curl, "weights": self.weights, "mirrors": self.mirrors})

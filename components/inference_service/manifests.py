@@ -1,0 +1,261 @@
+"""The Kubernetes and Istio objects of one model, built as plain data.
+
+Names and selectors depend only on the model and version names, never on weights or other
+settings, so a traffic change edits objects in place and `pulumi up` never replaces them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain
+from components.ingress_gateway import GatewayRef
+from components.model_spec import ModelVersion, pvc_location
+from components.runtimes import ModelSpec
+from components.runtimes.base import CONFIG_VOLUME, MODEL_VOLUME, SCRATCH_VOLUME, ServerPlan
+
+# Clients reach every model on the same port, whatever its runtime listens on.
+MODEL_SERVICE_PORT = 80
+PART_OF = "inference-platform"
+
+
+class InferenceServiceArgs(ConfigModel):
+    """Everything an InferenceService needs: the model and where the platform puts it."""
+
+    model: ModelSpec
+    namespace: DNS1123Label
+    domain: DNSSubdomain
+    gateway: GatewayRef = GatewayRef()
+    url_scheme: str = "http"
+
+    @property
+    def host(self) -> str:
+        """The model's own host name."""
+        return f"{self.model.name}.{self.domain}"
+
+    @property
+    def shared_host(self) -> str:
+        """The gateway's host for path-based access: <domain>/models/<model>/."""
+        return self.domain
+
+    @property
+    def path_prefix(self) -> str:
+        return f"/models/{self.model.name}/"
+
+    @property
+    def service_fqdn(self) -> str:
+        return f"{self.model.name}.{self.namespace}.svc.cluster.local"
+
+
+def version_name(args: InferenceServiceArgs, version: ModelVersion) -> str:
+    return f"{args.model.name}-{version.name}"
+
+
+def selector_labels(args: InferenceServiceArgs, version: ModelVersion | None = None) -> dict[str, str]:
+    """The labels Services and Istio subsets select on. Never change these for an existing version."""
+    labels = {"app": args.model.name}
+    if version is not None:
+        labels["version"] = version.name
+    return labels
+
+
+def object_labels(args: InferenceServiceArgs, version: ModelVersion | None = None) -> dict[str, str]:
+    labels = {
+        "app.kubernetes.io/name": args.model.name,
+        "app.kubernetes.io/component": "predictor",
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "pulumi",
+        "inference-platform/runtime": args.model.runtime,
+    }
+    if version is not None:
+        labels["app.kubernetes.io/instance"] = version_name(args, version)
+        labels["app.kubernetes.io/version"] = version.name
+    return selector_labels(args, version) | labels
+
+
+def _metadata(args: InferenceServiceArgs, name: str, version: ModelVersion | None = None) -> dict[str, Any]:
+    return {"name": name, "namespace": args.namespace, "labels": object_labels(args, version)}
+
+
+def scrape_annotations(plan: ServerPlan) -> dict[str, str]:
+    """The annotations Prometheus' kubernetes_sd relabel rules keep and follow."""
+    return {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(plan.metrics_port),
+        "prometheus.io/path": plan.metrics_path,
+    }
+
+
+def config_map(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(args, version_name(args, version), version),
+        "data": dict(sorted(plan.config_files.items())),
+    }
+
+
+def _model_volume(version: ModelVersion) -> tuple[dict[str, Any], str]:
+    """The volume holding the version's model files, and the sub-path to mount from it."""
+    claim, path = pvc_location(version.model_uri)
+    return {"name": MODEL_VOLUME, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}, path
+
+
+def _config_checksum(plan: ServerPlan) -> str:
+    """Changes whenever the generated config does, so a config change rolls the pods."""
+    payload = json.dumps(plan.config_files, sort_keys=True).encode()
+    return hashlib.sha256(payload).hexdigest()
+
+
+def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan) -> dict[str, Any]:
+    name = version_name(args, version)
+    model_volume, sub_path = _model_volume(version)
+    container = dict(plan.container)
+    container["volumeMounts"] = [
+        mount | {"subPath": sub_path} if mount["name"] == MODEL_VOLUME else mount for mount in container["volumeMounts"]
+    ]
+    container["securityContext"] = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    volumes = [model_volume, {"name": SCRATCH_VOLUME, "emptyDir": {}}]
+    if plan.config_files:
+        volumes.append({"name": CONFIG_VOLUME, "configMap": {"name": name}})
+    replicas = args.model.replicas if version.replicas is None else version.replicas
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(args, name, version),
+        "spec": {
+            "replicas": replicas,
+            "revisionHistoryLimit": 5,
+            "selector": {"matchLabels": selector_labels(args, version)},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {
+                "metadata": {
+                    "labels": object_labels(args, version),
+                    "annotations": scrape_annotations(plan)
+                    | {"inference-platform/config-sha256": _config_checksum(plan)},
+                },
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def version_service(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan) -> dict[str, Any]:
+    """Reaches one version directly (tests, debugging a shadow) and is what Prometheus scrapes."""
+    metadata = _metadata(args, version_name(args, version), version)
+    metadata["annotations"] = scrape_annotations(plan)
+    ports = [
+        {"name": port["name"], "port": port["containerPort"], "targetPort": port["name"], "protocol": "TCP"}
+        for port in plan.container["ports"]
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {"type": "ClusterIP", "selector": selector_labels(args, version), "ports": ports},
+    }
+
+
+def model_service(args: InferenceServiceArgs) -> dict[str, Any]:
+    """The host Istio routes to; DestinationRule subsets pick the version by its label."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(args, args.model.name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(args),
+            "ports": [{"name": "http", "port": MODEL_SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def destination_rule(args: InferenceServiceArgs) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "DestinationRule",
+        "metadata": _metadata(args, args.model.name),
+        "spec": {
+            "host": args.service_fqdn,
+            "subsets": [{"name": v.name, "labels": {"version": v.name}} for v in args.model.versions],
+        },
+    }
+
+
+def _destination(args: InferenceServiceArgs, version_name: str) -> dict[str, Any]:
+    return {"host": args.service_fqdn, "subset": version_name, "port": {"number": MODEL_SERVICE_PORT}}
+
+
+def _route_body(args: InferenceServiceArgs) -> dict[str, Any]:
+    model = args.model
+    body: dict[str, Any] = {
+        "route": [
+            {"destination": _destination(args, name), "weight": weight} for name, weight in model.live_weights.items()
+        ],
+    }
+    if model.mirrors:
+        body["mirrors"] = [
+            {"destination": _destination(args, name), "percentage": {"value": percent}}
+            for name, percent in model.mirrors.items()
+        ]
+    body["timeout"] = model.timeout
+    retries = model.retries
+    body["retries"] = (
+        {"attempts": retries.attempts, "perTryTimeout": retries.per_try_timeout, "retryOn": retries.retry_on}
+        if retries.attempts
+        else {"attempts": 0}
+    )
+    return body
+
+
+def virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
+    """Weighted routes to live versions and mirrors to shadows, on two entry points.
+
+    `<model>.<domain>` serves the model at the root. `<domain>/models/<model>/` is the gateway's
+    shared host; every model's VirtualService lists it, and Istio merges those on the gateway,
+    so the by-host route must match on the authority or it would swallow other models' paths.
+    """
+    body = _route_body(args)
+    return {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "VirtualService",
+        "metadata": _metadata(args, args.model.name),
+        "spec": {
+            "hosts": [args.host, args.shared_host],
+            "gateways": [args.gateway.qualified_name],
+            "http": [
+                {
+                    "name": "by-path",
+                    "match": [{"uri": {"prefix": args.path_prefix}}],
+                    "rewrite": {"uri": "/"},
+                }
+                | body,
+                {"name": "by-host", "match": [{"authority": {"prefix": args.host}}]} | body,
+            ],
+        },
+    }
+
+
+def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
+    """Every object of the model, versions first, in a stable order."""
+    objects: list[dict[str, Any]] = []
+    for version in args.model.versions:
+        plan = args.model.plan(version)
+        if plan.config_files:
+            objects.append(config_map(args, version, plan))
+        objects.append(deployment(args, version, plan))
+        objects.append(version_service(args, version, plan))
+    objects += [model_service(args), destination_rule(args), virtual_service(args)]
+    return objects

@@ -1,0 +1,33 @@
+"""Registering Kubernetes objects built as data with their typed pulumi_kubernetes resource classes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+# Built-in kinds get their typed class (schema-checked inputs, proper diffs); the rest are CRDs.
+_TYPED: dict[tuple[str, str], Any] = {
+    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "Namespace"): k8s.core.v1.Namespace,
+    ("v1", "Secret"): k8s.core.v1.Secret,
+    ("v1", "Service"): k8s.core.v1.Service,
+    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+}
+
+# Top-level manifest keys as the typed classes name them.
+_ARGUMENTS = {"stringData": "string_data"}
+
+
+def register(manifest: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> pulumi.CustomResource:
+    """Register one object; its logical name is its metadata.name, unique among objects of a kind."""
+    api_version, kind = manifest["apiVersion"], manifest["kind"]
+    fields = {_ARGUMENTS.get(key, key): value for key, value in manifest.items() if key not in ("apiVersion", "kind")}
+    name = manifest["metadata"]["name"]
+    typed = _TYPED.get((api_version, kind))
+    if typed is not None:
+        resource: pulumi.CustomResource = typed(name, opts=opts, **fields)
+    else:
+        resource = k8s.apiextensions.CustomResource(name, api_version=api_version, kind=kind, opts=opts, **fields)
+    return resource
