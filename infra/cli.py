@@ -1,0 +1,102 @@
+"""`python -m infra`: render a stack offline, diff two renders, print the config schema."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pulumi
+from rich.console import Console
+from rich.table import Table
+
+from infra.config import PROJECT, parse_stack_config, project_values
+from infra.diff import diff_renders, markdown_report
+from infra.errors import ConfigError
+from infra.render import RenderResult, run_program
+from infra.render_files import render_texts, write_render
+from infra.schema import stack_file_schema
+from infra.stack_file import read_stack_file
+
+EXIT_CONFIG_ERROR = 2
+
+
+def _render(args: argparse.Namespace) -> int:
+    config_path = Path(args.config or f"Pulumi.{args.stack}.yaml")
+    out_dir = Path(args.out or f"build/{args.stack}")
+    try:
+        stack_file = read_stack_file(config_path)
+        parse_stack_config(project_values(stack_file.config))
+        result = run_program(args.stack, stack_file)
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except pulumi.RunError as error:
+        print(error, file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    write_render(render_texts(result), out_dir)
+    _print_summary(result, args.stack, out_dir)
+    return 0
+
+
+def _print_summary(result: RenderResult, stack: str, out_dir: Path) -> None:
+    console = Console(highlight=False)
+    manifests = result.manifests
+    console.print(
+        f"Rendered stack [bold]{stack}[/bold]: {len(manifests)} Kubernetes objects, "
+        f"{len(result.charts)} Helm charts -> {out_dir}/"
+    )
+    kinds = Table("kind", "objects", title="Objects per kind", title_justify="left")
+    for kind, count in sorted(Counter(r.inputs["kind"] for r in manifests).items()):
+        kinds.add_row(kind, str(count))
+    console.print(kinds)
+    owners = result.component_labels()
+    per_component = Counter(owners[r.urn] for r in manifests + result.charts)
+    components = Table("component", "objects", title="Objects per component", title_justify="left")
+    for component, count in sorted(per_component.items()):
+        components.add_row(component, str(count))
+    console.print(components)
+    for name, model in sorted((result.outputs.get("models") or {}).items()):
+        console.print(f"[bold]{name}[/bold] {' '.join(model['urls'])}")
+
+
+def _diff(args: argparse.Namespace) -> int:
+    for directory in (args.old, args.new):
+        if not Path(directory).is_dir():
+            print(f"not a render directory: {directory}", file=sys.stderr)
+            return EXIT_CONFIG_ERROR
+    sys.stdout.write(markdown_report(*diff_renders(Path(args.old), Path(args.new))))
+    return 0
+
+
+def _schema(_: argparse.Namespace) -> int:
+    print(json.dumps(stack_file_schema(), indent=2, sort_keys=True))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="python -m infra", description=f"Tools for the {PROJECT} Pulumi program.")
+    commands = root.add_subparsers(dest="command", required=True)
+
+    render = commands.add_parser("render", help="render a stack offline through the Pulumi SDK's mocks")
+    render.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    render.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
+    render.add_argument("--out", help="output directory (default build/<stack>)")
+    render.set_defaults(handler=_render)
+
+    diff = commands.add_parser("diff", help="Markdown report of what changed between two render directories")
+    diff.add_argument("old")
+    diff.add_argument("new")
+    diff.set_defaults(handler=_diff)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of a stack file")
+    schema.set_defaults(handler=_schema)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    code: int = args.handler(args)
+    return code
