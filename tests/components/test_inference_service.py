@@ -1,0 +1,83 @@
+"""The InferenceService component through Pulumi's mocks: its children, parents and outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from components.inference_service import InferenceService, InferenceServiceArgs
+from components.inference_service.manifests import virtual_service
+from components.runtimes.mlserver import MLServerModel
+from infra.render import RenderResult
+
+TYPE = "inference-platform:serving:InferenceService"
+
+
+def args() -> InferenceServiceArgs:
+    model = MLServerModel.model_validate(
+        {
+            "name": "iris",
+            "runtime": "mlserver",
+            "versions": [
+                {"name": "v1", "modelUri": "pvc://models/iris/v1", "weight": 90},
+                {"name": "v2", "modelUri": "pvc://models/iris/v2", "weight": 10},
+                {"name": "v3", "modelUri": "pvc://models/iris/v3", "mirrorPercent": 50},
+            ],
+        }
+    )
+    return InferenceServiceArgs(model=model, namespace="service", domain="models.example.com", url_scheme="https")
+
+
+@pulumi.runtime.test
+def test_outputs_are_urls_curl_weights_and_mirrors(pulumi_mocks: RenderResult) -> pulumi.Output[Any]:
+    service = InferenceService("iris", args())
+
+    def check(values: list[Any]) -> None:
+        urls, curl, weights, mirrors = values
+        assert urls == ["https://iris.models.example.com/", "https://models.example.com/models/iris/"]
+        assert curl.startswith("curl -sS https://iris.models.example.com/v2/models/iris/infer ")
+        assert weights == {"v1": 90, "v2": 10}
+        assert mirrors == {"v3": 50}
+
+    return pulumi.Output.all(service.urls, service.curl, service.weights, service.mirrors).apply(check)
+
+
+def test_children_are_typed_resources_parented_to_the_component(pulumi_mocks: RenderResult) -> None:
+    @pulumi.runtime.test
+    def build() -> pulumi.Output[str]:
+        return InferenceService("iris", args()).urn
+
+    build()  # returns once every registration has finished
+
+    component = next(r for r in pulumi_mocks.registrations if r.type == TYPE)
+    assert not component.custom
+    children = [r for r in pulumi_mocks.registrations if r.parent == component.urn]
+    assert sorted((c.type, c.name) for c in children) == sorted(
+        [("kubernetes:core/v1:ConfigMap", f"iris-{v}") for v in ("v1", "v2", "v3")]
+        + [("kubernetes:apps/v1:Deployment", f"iris-{v}") for v in ("v1", "v2", "v3")]
+        + [("kubernetes:core/v1:Service", f"iris-{v}") for v in ("v1", "v2", "v3")]
+        + [
+            ("kubernetes:core/v1:Service", "iris"),
+            ("kubernetes:networking.istio.io/v1:DestinationRule", "iris"),
+            ("kubernetes:networking.istio.io/v1:VirtualService", "iris"),
+        ]
+    )
+    assert len(pulumi_mocks.registrations) == 1 + len(children)
+
+
+def test_routes_split_live_traffic_and_mirror_shadows() -> None:
+    spec = virtual_service(args())["spec"]
+
+    assert spec["gateways"] == ["istio-ingress/inference-gateway"]
+    assert spec["hosts"] == ["iris.models.example.com", "models.example.com"]
+    by_path, by_host = spec["http"]
+    assert by_path["match"] == [{"uri": {"prefix": "/models/iris/"}}]
+    assert by_path["rewrite"] == {"uri": "/"}
+    assert by_host["match"] == [{"authority": {"prefix": "iris.models.example.com"}}]
+    for route in (by_path, by_host):
+        assert [(r["destination"]["subset"], r["weight"]) for r in route["route"]] == [("v1", 90), ("v2", 10)]
+        assert [(m["destination"]["subset"], m["percentage"]["value"]) for m in route["mirrors"]] == [("v3", 50)]
+        assert {r["destination"]["host"] for r in route["route"]} == {"iris.service.svc.cluster.local"}
+        assert route["timeout"] == "60s"
+        assert route["retries"]["attempts"] == 2

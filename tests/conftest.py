@@ -1,0 +1,102 @@
+"""Shared fixtures: stack configs to start from, and renders of them through the real program."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.cli import main
+from infra.render import RenderResult, run_program
+from infra.render_files import read_render
+from infra.stack_file import read_stack_file
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BASE_CONFIG: dict[str, Any] = {
+    "inference-platform:domain": "models.example.com",
+    "inference-platform:namespace": "service",
+    "inference-platform:models": [
+        {
+            "name": "iris",
+            "runtime": "mlserver",
+            "versions": [
+                {"name": "v1", "modelUri": "pvc://models/iris/v1", "weight": 90},
+                {"name": "v2", "modelUri": "pvc://models/iris/v2", "weight": 10},
+                {"name": "v3", "modelUri": "pvc://models/iris/v3", "mirrorPercent": 50},
+            ],
+        },
+        {
+            "name": "churn",
+            "runtime": "mlserver",
+            "format": "xgboost",
+            "versions": [{"name": "v1", "modelUri": "pvc://models/churn/v1", "weight": 100}],
+        },
+    ],
+}
+
+
+def base_config() -> dict[str, Any]:
+    """A fresh copy of a valid stack config (the `config:` section), to mutate in a test."""
+    return copy.deepcopy(BASE_CONFIG)
+
+
+def write_stack_file(path: Path, config: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def render_config(tmp_path: Path) -> Callable[..., RenderResult]:
+    """Run the program under mocks with a config; returns what it registered."""
+
+    def render(config: dict[str, Any], stack: str = "test") -> RenderResult:
+        stack_file = read_stack_file(write_stack_file(tmp_path / f"Pulumi.{stack}.yaml", config))
+        return run_program(stack, stack_file)
+
+    return render
+
+
+@pytest.fixture
+def render_dir(tmp_path: Path) -> Callable[..., Path]:
+    """Render a config with `python -m infra render` into a fresh directory; returns that directory."""
+    counter = iter(range(1_000_000))
+
+    def render(config: dict[str, Any]) -> Path:
+        index = next(counter)
+        stack_path = write_stack_file(tmp_path / f"Pulumi.s{index}.yaml", config)
+        out = tmp_path / f"render-{index}"
+        assert main(["render", "--stack", f"s{index}", "--config", str(stack_path), "--out", str(out)]) == 0
+        return out
+
+    return render
+
+
+@pytest.fixture(scope="session")
+def dev_manifests(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """Every object the dev stack renders."""
+    out = tmp_path_factory.mktemp("dev") / "render"
+    assert main(["render", "--stack", "dev", "--config", str(ROOT / "Pulumi.dev.yaml"), "--out", str(out)]) == 0
+    manifests, _, _ = read_render(out)
+    return manifests
+
+
+@pytest.fixture
+def pulumi_mocks() -> RenderResult:
+    """Pulumi mocks for unit tests of a single component; the result fills as resources register."""
+    import pulumi.runtime
+    import pulumi.runtime.settings
+
+    from infra.config import PROJECT
+    from infra.render import RecordingMocks, RecordingMonitor
+
+    result = RenderResult()
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT, stack="unit", preview=False, monitor=RecordingMonitor(mocks, result)
+    )
+    return result

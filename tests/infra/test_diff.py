@@ -1,0 +1,97 @@
+"""`python -m infra diff`: a Markdown report a reviewer can read in a pull request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from infra.cli import main
+from infra.diff import diff_renders, markdown_report
+from tests.conftest import base_config
+
+Config = dict[str, Any]
+RenderDir = Callable[[Config], Path]
+
+
+def iris(config: Config) -> dict[str, Any]:
+    model: dict[str, Any] = config["inference-platform:models"][0]
+    return model
+
+
+def report(render_dir: RenderDir, mutate: Callable[[Config], Any]) -> str:
+    config = base_config()
+    old = render_dir(config)
+    mutate(config)
+    return markdown_report(*diff_renders(old, render_dir(config)))
+
+
+def test_identical_renders_report_no_changes(render_dir: RenderDir) -> None:
+    assert "No changes: both renders are identical." in report(render_dir, lambda c: None)
+
+
+def test_a_weight_change_is_reported_field_by_field(render_dir: RenderDir) -> None:
+    def shift(config: Config) -> None:
+        iris(config)["versions"][0]["weight"] = 80
+        iris(config)["versions"][1]["weight"] = 20
+
+    text = report(render_dir, shift)
+
+    assert "Kubernetes objects: 0 added, 0 removed, 1 changed." in text
+    assert "**Changed: `VirtualService service/iris (networking.istio.io/v1)`**" in text
+    assert "| `spec.http[0].route[0].weight` | `90` | `80` |" in text
+    assert "| `spec.http[1].route[1].weight` | `10` | `20` |" in text
+    assert "| `models.iris.weights.v1` | `90` | `80` |" in text  # the stack outputs section
+
+
+def test_an_added_version_shows_its_objects_in_full(render_dir: RenderDir) -> None:
+    new = {"name": "v4", "modelUri": "pvc://models/iris/v4", "weight": 0}
+    text = report(render_dir, lambda c: iris(c)["versions"].append(new))
+
+    assert "Kubernetes objects: 3 added, 0 removed, 2 changed." in text
+    assert "<details><summary>Added: <code>Deployment service/iris-v4 (apps/v1)</code></summary>" in text
+    block = text.split("Added: <code>Deployment service/iris-v4 (apps/v1)</code>")[1].split("</details>")[0]
+    assert "```yaml\nkind: Deployment\n" in block.replace("apiVersion: apps/v1\n", "")
+    assert "subPath: iris/v4" in block
+
+
+def test_a_config_file_change_is_shown_as_a_text_diff(render_dir: RenderDir) -> None:
+    text = report(render_dir, lambda c: iris(c).update(parallelWorkers=4))
+
+    assert '-  "parallel_workers": 1' in text
+    assert '+  "parallel_workers": 4' in text
+    assert "```diff" in text
+
+
+def test_the_reverse_change_reports_the_reverse_diff(render_dir: RenderDir) -> None:
+    config = base_config()
+    old = render_dir(config)
+    iris(config)["versions"].append({"name": "v4", "modelUri": "pvc://models/iris/v4", "weight": 0})
+    iris(config)["versions"][0]["weight"] = 80
+    iris(config)["versions"][3]["weight"] = 10
+    new = render_dir(config)
+
+    forward_objects, _, forward_outputs = diff_renders(old, new)
+    back_objects, _, back_outputs = diff_renders(new, old)
+
+    assert forward_objects.added == back_objects.removed
+    assert forward_objects.removed == back_objects.added
+    assert forward_objects.changed.keys() == back_objects.changed.keys()
+    for label, changes in forward_objects.changed.items():
+        reversed_changes = {(c.path, repr(c.after), repr(c.before)) for c in changes}
+        assert reversed_changes == {(c.path, repr(c.before), repr(c.after)) for c in back_objects.changed[label]}
+    assert {(c.path, repr(c.after), repr(c.before)) for c in forward_outputs} == {
+        (c.path, repr(c.before), repr(c.after)) for c in back_outputs
+    }
+
+
+def test_diff_command_prints_markdown_and_refuses_missing_directories(
+    render_dir: RenderDir, tmp_path: Path, capsys: Any
+) -> None:
+    out = render_dir(base_config())
+    capsys.readouterr()
+
+    assert main(["diff", str(out), str(out)]) == 0
+    assert capsys.readouterr().out.startswith("## inference-platform render diff")
+    assert main(["diff", str(out), str(tmp_path / "nope")]) == 2
+    assert "not a render directory" in capsys.readouterr().err

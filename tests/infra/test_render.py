@@ -1,0 +1,133 @@
+"""`python -m infra render`: the files it writes, byte-identical for the same config."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.cli import main
+from infra.render_files import CHARTS, MANIFESTS, OUTPUTS
+from tests.conftest import ROOT, base_config, write_stack_file
+
+
+def test_render_writes_every_object_with_apiversion_kind_metadata_first(render_dir: Callable[..., Path]) -> None:
+    out = render_dir(base_config())
+
+    documents = list(yaml.safe_load_all((out / MANIFESTS).read_text()))
+
+    assert {d["kind"] for d in documents} == {
+        "Namespace",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+        "DestinationRule",
+        "VirtualService",
+    }
+    for document in documents:
+        assert list(document)[:3] == ["apiVersion", "kind", "metadata"]
+    names = [(d["kind"], d["metadata"]["name"]) for d in documents]
+    assert ("Deployment", "iris-v3") in names
+    assert ("Service", "iris") in names
+    assert len(names) == len(set(names))
+    assert (out / CHARTS).exists()
+
+
+def test_outputs_carry_urls_curl_weights_and_mirrors(render_dir: Callable[..., Path]) -> None:
+    out = render_dir(base_config())
+
+    outputs = yaml.safe_load((out / OUTPUTS).read_text())
+
+    iris = outputs["models"]["iris"]
+    assert iris["urls"] == ["http://iris.models.example.com/", "http://models.example.com/models/iris/"]
+    assert iris["weights"] == {"v1": 90, "v2": 10}
+    assert iris["mirrors"] == {"v3": 50}
+    assert iris["curl"].startswith("curl -sS http://iris.models.example.com/v2/models/iris/infer ")
+
+
+def test_same_config_renders_byte_identical_files(render_dir: Callable[..., Path]) -> None:
+    first, second = render_dir(base_config()), render_dir(base_config())
+    for name in (MANIFESTS, CHARTS, OUTPUTS):
+        assert (first / name).read_bytes() == (second / name).read_bytes()
+
+
+def test_renders_in_separate_processes_are_byte_identical(tmp_path: Path) -> None:
+    """Hash seeds differ between processes, so set or dict ordering cannot leak into the output."""
+    stack_file = write_stack_file(tmp_path / "Pulumi.s.yaml", base_config())
+    outputs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"out-{seed}"
+        subprocess.run(
+            [sys.executable, "-m", "infra", "render", "--stack", "s", "--config", str(stack_file), "--out", str(out)],
+            cwd=ROOT,
+            env=os.environ | {"PYTHONHASHSEED": seed},
+            check=True,
+            capture_output=True,
+        )
+        outputs.append({name: (out / name).read_bytes() for name in (MANIFESTS, CHARTS, OUTPUTS)})
+    assert outputs[0] == outputs[1]
+
+
+def test_a_failed_render_leaves_the_previous_render_untouched(render_dir: Callable[..., Path], tmp_path: Path) -> None:
+    out = render_dir(base_config())
+    before = (out / MANIFESTS).read_bytes()
+    broken: dict[str, Any] = base_config()
+    broken["inference-platform:models"][0]["versions"][0]["weight"] = 1
+    stack_file = write_stack_file(tmp_path / "Pulumi.broken.yaml", broken)
+
+    assert main(["render", "--stack", "broken", "--config", str(stack_file), "--out", str(out)]) == 2
+
+    assert (out / MANIFESTS).read_bytes() == before
+    assert sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_summary_counts_objects_per_kind_and_component(tmp_path: Path) -> None:
+    stack_file = write_stack_file(tmp_path / "Pulumi.s.yaml", base_config())
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infra",
+            "render",
+            "--stack",
+            "s",
+            "--config",
+            str(stack_file),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "Rendered stack s: 19 Kubernetes objects, 0 Helm charts" in done.stdout
+    assert "│ Deployment      │ 4       │" in done.stdout
+    assert "inference-platform:serving:InferenceService::iris  │ 12" in done.stdout
+
+
+def test_unreadable_and_hostile_stack_files_are_refused(tmp_path: Path, capsys: Any) -> None:
+    cases = {
+        "missing.yaml": None,
+        "not-yaml.yaml": "config: [unclosed",
+        "not-a-mapping.yaml": "- just\n- a list\n",
+        "laughs.yaml": "a: &a [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
+        + "config: {inference-platform:domain: *i}\n",
+        "huge.yaml": "config:\n" + "  x:y: " + "a" * (2 * 1024 * 1024) + "\n",
+        "bare-key.yaml": "config:\n  domain: models.example.com\n",
+    }
+    for name, text in cases.items():
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        assert main(["render", "--stack", "s", "--config", str(path), "--out", str(tmp_path / "o")]) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith("invalid stack config"), (name, err)
+        assert "Traceback" not in err
+    assert not (tmp_path / "o").exists()

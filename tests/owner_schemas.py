@@ -1,0 +1,59 @@
+"""Checks of rendered objects against their owners' schemas, not ours.
+
+Kubernetes kinds: the API's own OpenAPI schemas via kubernetes-validate, strict (unknown fields
+fail). Istio kinds: the pydantic types generated from Istio's CRDs (cloudcoil). Those ignore
+unknown fields, so an object must also survive a round trip unchanged: a misspelt key, dropped
+by the model, then shows up as a difference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kubernetes_validate
+from cloudcoil.models.istio.networking import v1 as istio_networking
+from cloudcoil.models.istio.security import v1 as istio_security
+
+KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+
+ISTIO_TYPES: dict[tuple[str, str], Any] = {
+    ("networking.istio.io/v1", "VirtualService"): istio_networking.VirtualService,
+    ("networking.istio.io/v1", "DestinationRule"): istio_networking.DestinationRule,
+    ("networking.istio.io/v1", "Gateway"): istio_networking.Gateway,
+    ("security.istio.io/v1", "AuthorizationPolicy"): istio_security.AuthorizationPolicy,
+    ("security.istio.io/v1", "PeerAuthentication"): istio_security.PeerAuthentication,
+    ("security.istio.io/v1", "RequestAuthentication"): istio_security.RequestAuthentication,
+}
+
+
+class IstioSchemaError(ValueError):
+    """Istio's generated type refuses the object, or changes it on a round trip."""
+
+
+def is_istio(manifest: dict[str, Any]) -> bool:
+    return str(manifest["apiVersion"]).split("/")[0].endswith(".istio.io")
+
+
+def validate_kubernetes(manifest: dict[str, Any]) -> None:
+    """Raise kubernetes_validate.ValidationError unless every supported Kubernetes version accepts it."""
+    for version in KUBERNETES_VERSIONS:
+        kubernetes_validate.validate(manifest, version, strict=True)
+
+
+def validate_istio(manifest: dict[str, Any]) -> None:
+    """Raise unless Istio's generated type accepts the object exactly as written."""
+    model = ISTIO_TYPES[(manifest["apiVersion"], manifest["kind"])]
+    try:
+        parsed = model.model_validate(manifest)
+    except ValueError as error:  # pydantic's ValidationError
+        raise IstioSchemaError(str(error)) from error
+    round_trip = parsed.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    if round_trip != manifest:
+        raise IstioSchemaError(f"{manifest['kind']} has fields Istio does not know, or values it coerces")
+
+
+def validate(manifest: dict[str, Any]) -> None:
+    if is_istio(manifest):
+        validate_istio(manifest)
+    else:
+        validate_kubernetes(manifest)
