@@ -1,0 +1,138 @@
+"""How the program scales: time and peak memory under the Pulumi mocks for 10, 100 and 1000 models.
+
+Each model has two live versions (50/50). The baseline registers the very same Kubernetes
+objects directly, with no config parsing and no components: what a hand-written Pulumi program
+would cost. Every measurement runs in a fresh process so peak memory is its own.
+
+    python bench/render_scale.py            # the table
+    python bench/render_scale.py --repeat 3   # fastest of three runs each (takes a while at 1000)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SIZES = (10, 100, 1000)
+
+
+def stack_config(models: int) -> dict[str, str]:
+    specs = [
+        {
+            "name": f"model-{i}",
+            "runtime": "mlserver",
+            "versions": [
+                {"name": "v1", "modelUri": f"pvc://models/m{i}/v1", "weight": 50},
+                {"name": "v2", "modelUri": f"pvc://models/m{i}/v2", "weight": 50},
+            ],
+        }
+        for i in range(models)
+    ]
+    return {
+        "inference-platform:domain": "models.example.com",
+        "inference-platform:models": json.dumps(specs),
+    }
+
+
+def measure_program(models: int) -> tuple[float, int]:
+    from infra.render import run_program
+    from infra.stack_file import StackFile
+
+    stack_file = StackFile(path=Path("bench"), config=stack_config(models), secret_keys=[])
+    start = time.perf_counter()
+    result = run_program("bench", stack_file)
+    return time.perf_counter() - start, len(result.manifests)
+
+
+def measure_baseline(models: int) -> tuple[float, int]:
+    import pulumi.runtime
+    import pulumi.runtime.settings
+
+    from components.inference_service.manifests import InferenceServiceArgs, model_manifests
+    from components.kube import register
+    from infra.config import PROJECT, parse_stack_config, project_values
+    from infra.render import RecordingMocks, RecordingMonitor, RenderResult
+    from stacks.serving import model_namespace
+
+    config = parse_stack_config(project_values(stack_config(models)))
+    manifests = [model_namespace(config)]
+    for model in config.models:
+        manifests += model_manifests(
+            InferenceServiceArgs(model=model, namespace=config.namespace, domain=config.domain)
+        )
+
+    result = RenderResult()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT, stack="bench", preview=False, monitor=RecordingMonitor(mocks, result)
+    )
+    pulumi.runtime.settings.set_root_resource(None)  # type: ignore[arg-type]
+
+    def program() -> None:
+        for manifest in manifests:
+            register(manifest)
+
+    start = time.perf_counter()
+    loop.run_until_complete(pulumi.runtime.run_in_stack(program))
+    return time.perf_counter() - start, len(result.manifests)
+
+
+def one(models: int, mode: str) -> dict[str, Any]:
+    # Import every module either mode runs before measuring: import time is not program time.
+    import infra.program
+    import infra.render
+
+    del infra
+    seconds, objects = measure_program(models) if mode == "program" else measure_baseline(models)
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"seconds": seconds, "objects": objects, "peak_mib": peak_kib / 1024}
+
+
+def run_one(models: int, mode: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", str(models), mode], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per measurement; the fastest counts")
+    parser.add_argument("--one", nargs=2, metavar=("MODELS", "MODE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one(int(args.one[0]), args.one[1])))
+        return
+
+    print(
+        f"{'models':>6} {'objects':>7} {'program s':>9} {'baseline s':>10} {'ratio':>5} "
+        f"{'µs/object':>9} {'program MiB':>11} {'baseline MiB':>12}"
+    )
+    for models in SIZES:
+        runs = {mode: [run_one(models, mode) for _ in range(args.repeat)] for mode in ("program", "baseline")}
+        program = min(runs["program"], key=lambda r: r["seconds"])
+        baseline = min(runs["baseline"], key=lambda r: r["seconds"])
+        assert program["objects"] == baseline["objects"], (program, baseline)
+        ratio = program["seconds"] / baseline["seconds"]
+        per_object = program["seconds"] / program["objects"] * 1e6
+        print(
+            f"{models:>6} {program['objects']:>7} {program['seconds']:>9.2f} {baseline['seconds']:>10.2f} "
+            f"{ratio:>5.2f} {per_object:>9.0f} {program['peak_mib']:>11.0f} {baseline['peak_mib']:>12.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
