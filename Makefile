@@ -33,7 +33,7 @@ schema: $(BIN)/.installed
 	$(BIN)/python -m infra schema > infra/stack-config.schema.json
 
 bench: $(BIN)/.installed
-	$(BIN)/python bench/render_scale.py
+	$(BIN)/python -m bench.render_scale
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache

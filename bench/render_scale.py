@@ -4,8 +4,8 @@ Each model has two live versions (50/50). The baseline registers the very same K
 objects directly, with no config parsing and no components: what a hand-written Pulumi program
 would cost. Every measurement runs in a fresh process so peak memory is its own.
 
-    python bench/render_scale.py            # the table
-    python bench/render_scale.py --repeat 3   # fastest of three runs each (takes a while at 1000)
+    python -m bench.render_scale              # the table (from the repository root)
+    python -m bench.render_scale --repeat 3   # fastest of three runs each (takes a while at 1000)
 """
 
 from __future__ import annotations
@@ -20,8 +20,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pulumi.runtime
+import pulumi.runtime.settings
+
+# Imported for its side effect: every module the program runs is loaded before measuring,
+# as import time is not program time.
+import infra.program  # noqa: F401
+from components.inference_service.manifests import InferenceServiceArgs, model_manifests
+from components.kube import register
+from infra.config import PROJECT, parse_stack_config, project_values
+from infra.render import RecordingMocks, RecordingMonitor, RenderResult, run_program
+from infra.stack_file import StackFile
+from stacks.serving import model_namespace
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 SIZES = (10, 100, 1000)
 
@@ -45,9 +57,6 @@ def stack_config(models: int) -> dict[str, str]:
 
 
 def measure_program(models: int) -> tuple[float, int]:
-    from infra.render import run_program
-    from infra.stack_file import StackFile
-
     stack_file = StackFile(path=Path("bench"), config=stack_config(models), secret_keys=[])
     start = time.perf_counter()
     result = run_program("bench", stack_file)
@@ -55,15 +64,6 @@ def measure_program(models: int) -> tuple[float, int]:
 
 
 def measure_baseline(models: int) -> tuple[float, int]:
-    import pulumi.runtime
-    import pulumi.runtime.settings
-
-    from components.inference_service.manifests import InferenceServiceArgs, model_manifests
-    from components.kube import register
-    from infra.config import PROJECT, parse_stack_config, project_values
-    from infra.render import RecordingMocks, RecordingMonitor, RenderResult
-    from stacks.serving import model_namespace
-
     config = parse_stack_config(project_values(stack_config(models)))
     manifests = [model_namespace(config)]
     for model in config.models:
@@ -90,11 +90,6 @@ def measure_baseline(models: int) -> tuple[float, int]:
 
 
 def one(models: int, mode: str) -> dict[str, Any]:
-    # Import every module either mode runs before measuring: import time is not program time.
-    import infra.program
-    import infra.render
-
-    del infra
     seconds, objects = measure_program(models) if mode == "program" else measure_baseline(models)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"seconds": seconds, "objects": objects, "peak_mib": peak_kib / 1024}
@@ -102,7 +97,11 @@ def one(models: int, mode: str) -> dict[str, Any]:
 
 def run_one(models: int, mode: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, __file__, "--one", str(models), mode], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-m", "bench.render_scale", "--one", str(models), mode],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return result
