@@ -10,22 +10,14 @@ from components.inference_service import InferenceService, InferenceServiceArgs
 from components.inference_service.manifests import virtual_service
 from components.runtimes.mlserver import MLServerModel
 from infra.render import RenderResult
+from tests.conftest import base_config
 
 TYPE = "inference-platform:serving:InferenceService"
 
 
 def args() -> InferenceServiceArgs:
-    model = MLServerModel.model_validate(
-        {
-            "name": "iris",
-            "runtime": "mlserver",
-            "versions": [
-                {"name": "v1", "modelUri": "pvc://models/iris/v1", "weight": 90},
-                {"name": "v2", "modelUri": "pvc://models/iris/v2", "weight": 10},
-                {"name": "v3", "modelUri": "pvc://models/iris/v3", "mirrorPercent": 50},
-            ],
-        }
-    )
+    """The base config's iris: v1 and v2 live at 90/10, v3 a 50 % shadow."""
+    model = MLServerModel.model_validate(base_config()["inference-platform:models"][0])
     return InferenceServiceArgs(model=model, namespace="service", domain="models.example.com", url_scheme="https")
 
 
