@@ -5,12 +5,11 @@ traffic reaches them. Runtime-specific settings live in each runtime's own subcl
 
 from __future__ import annotations
 
+import re
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Annotated
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
-from pydantic import AfterValidator, Field, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, model_validator
 
 from components.config_base import (
     ConfigModel,
@@ -19,50 +18,17 @@ from components.config_base import (
     Duration,
     Percent,
     Quantity,
-    check_dns1123_subdomain,
     config_problems,
     duplicate_problems,
 )
+from components.gpu import GpuNodes, GpuSpec, NoGpu
+from components.model_storage import ModelUri
 
 if TYPE_CHECKING:
     from components.runtimes.base import ExampleRequest, ServerPlan
 
 # Kubernetes names (Services above all) are DNS labels of at most 63 characters.
 MAX_NAME_LENGTH = 63
-
-MOUNTED_SCHEMES = ("pvc",)
-
-
-def _model_uri(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in MOUNTED_SCHEMES:
-        raise PydanticCustomError(
-            "model_uri_scheme",
-            "'{value}' has an unsupported scheme: use one of {schemes}",
-            {"value": value, "schemes": ", ".join(f"{s}://" for s in MOUNTED_SCHEMES)},
-        )
-    claim, path = parts.netloc, parts.path.strip("/")
-    if not claim or len(claim) > 253 or not all(label for label in claim.split(".")):
-        raise PydanticCustomError(
-            "model_uri_claim", "'{value}' names no volume claim: write pvc://<claim>/<path>", {"value": value}
-        )
-    if not path or ".." in path.split("/") or parts.query or parts.fragment:
-        raise PydanticCustomError(
-            "model_uri_path",
-            "'{value}' needs a path inside the claim without '..', '?' or '#': write pvc://<claim>/<path>",
-            {"value": value},
-        )
-    check_dns1123_subdomain(claim)  # the claim is a PersistentVolumeClaim name
-    return value
-
-
-ModelUri = Annotated[str, AfterValidator(_model_uri)]
-
-
-def pvc_location(model_uri: str) -> tuple[str, str]:
-    """(claim, path inside the claim) of a pvc:// model URI."""
-    parts = urlsplit(model_uri)
-    return parts.netloc, parts.path.strip("/")
 
 
 class ResourceList(ConfigModel):
@@ -102,7 +68,9 @@ class ModelVersion(ConfigModel):
     """One version of a model: its own Deployment and Service, live or shadow."""
 
     name: DNS1123Label
-    model_uri: ModelUri = Field(description="Where the model files are: pvc://<claim>/<path>.")
+    model_uri: ModelUri = Field(
+        description="pvc://<claim>/<path> (mounted), or s3://, gs://, http(s)://, hf:// (downloaded first)."
+    )
     weight: Annotated[int, Field(ge=0, le=100)] | None = Field(
         default=None, description="Share of live traffic in percent; live weights of a model add up to 100."
     )
@@ -117,6 +85,7 @@ class ModelVersion(ConfigModel):
     )
     resources: Resources | None = None
     env: list[EnvVar] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list, description="Appended to the model's server arguments.")
 
     @model_validator(mode="after")
     def _live_or_shadow(self) -> ModelVersion:
@@ -130,6 +99,29 @@ class ModelVersion(ConfigModel):
     def is_live(self) -> bool:
         return self.weight is not None
 
+    @property
+    def number(self) -> int | None:
+        """The number a version name ends in (v3 -> 3), for servers that number versions."""
+        match = re.search(r"([0-9]+)$", self.name)
+        return int(match.group(1)) if match else None
+
+
+class TransformerSpec(ConfigModel):
+    """Pre- and post-processing in front of the model server, in the same pod.
+
+    It receives every request on `port` and calls the server at PREDICTOR_HOST (localhost).
+    """
+
+    image: Annotated[str, Field(min_length=1)]
+    port: Annotated[int, Field(ge=1, le=65535)] = 9080
+    command: list[str] | None = None
+    args: list[str] = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list)
+    resources: Resources = Resources()
+    health_path: Annotated[str, Field(pattern=r"^/")] | None = Field(
+        default=None, description="HTTP path that answers 200 when ready; a TCP check on the port when unset."
+    )
+
 
 class RetryPolicy(ConfigModel):
     attempts: Annotated[int, Field(ge=0, le=10)] = 2
@@ -140,8 +132,15 @@ class RetryPolicy(ConfigModel):
     )
 
 
+# Istio's sidecar listens on these; a container must not.
+ISTIO_PORTS = range(15000, 15100)
+
+
 class ModelSpecBase(ConfigModel):
     """Fields every runtime shares. Each runtime subclasses it with `runtime: Literal[...]`."""
+
+    SERVER_PORTS: ClassVar[dict[str, int]]
+    """The model server's container ports by name: http (what routes reach), grpc, http-metrics."""
 
     name: DNS1035Label = Field(description="Served at <name>.<domain>; also the Kubernetes name prefix.")
     runtime: str
@@ -152,6 +151,12 @@ class ModelSpecBase(ConfigModel):
     )
     resources: Resources = Resources()
     env: list[EnvVar] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list, description="Appended to the generated server arguments.")
+    gpu: GpuSpec = Field(default=NoGpu(), description="none, exclusive, vgpu or shared.")
+    transformer: TransformerSpec | None = None
+    download_size: Quantity = Field(
+        default="20Gi", description="Size of the volume downloaded model files go to (s3, gs, http(s), hf)."
+    )
     timeout: Duration = Field(default="60s", description="Request timeout at the gateway.")
     retries: RetryPolicy = RetryPolicy()
 
@@ -167,6 +172,13 @@ class ModelSpecBase(ConfigModel):
                         f"'{derived}', the name of this version's Deployment and Service, is {len(derived)} "
                         f"characters; Kubernetes allows {MAX_NAME_LENGTH}: shorten the model or version name",
                     )
+                )
+        if self.transformer is not None:
+            port = self.transformer.port
+            if port in self.SERVER_PORTS.values() or port in ISTIO_PORTS:
+                taken = ", ".join(str(p) for p in sorted(self.SERVER_PORTS.values()))
+                problems.append(
+                    ("transformer.port", f"{port} is taken in the pod (the server uses {taken}, Istio 15000-15099)")
                 )
         live = [v for v in self.versions if v.is_live]
         if not live:
@@ -191,7 +203,7 @@ class ModelSpecBase(ConfigModel):
         return {v.name: v.mirror_percent for v in self.versions if v.mirror_percent is not None}
 
     @abstractmethod
-    def plan(self, version: ModelVersion) -> ServerPlan:
+    def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
         """How this runtime serves one version: its container, config files and ports."""
 
     @abstractmethod

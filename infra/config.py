@@ -14,7 +14,9 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain, config_problems, duplicate_problems
+from components.gpu import GpuNodes, VirtualGpu
 from components.ingress_gateway import GatewayRef
+from components.model_storage import StorageCredentials
 from components.runtimes import ModelSpec
 from infra.errors import ConfigError, problems_from_validation
 
@@ -29,13 +31,28 @@ class IngressConfig(ConfigModel):
     )
 
 
+class HamiConfig(ConfigModel):
+    enabled: bool = Field(default=False, description="GPU sharing with HAMi: lets models use gpu: vgpu.")
+
+
+class PlatformConfig(ConfigModel):
+    """The cluster-wide pieces models run on."""
+
+    ingress: IngressConfig = IngressConfig()
+    gpu_nodes: GpuNodes = Field(default_factory=GpuNodes, description="How GPU pods find and tolerate GPU nodes.")
+    hami: HamiConfig = HamiConfig()
+
+
 class StackConfig(ConfigModel):
     """Everything under `inference-platform:` in a stack file."""
 
     domain: DNSSubdomain = Field(description="Models are served at <model>.<domain> and <domain>/models/<model>/.")
     namespace: DNS1123Label = Field(default="service", description="The namespace model workloads run in.")
     models: list[ModelSpec] = Field(default_factory=list, description="The models to serve.")
-    ingress: IngressConfig = IngressConfig()
+    platform: PlatformConfig = PlatformConfig()
+    storage: StorageCredentials | None = Field(
+        default=None, description="Credentials for downloading model files; store the values as Pulumi secrets."
+    )
 
     @model_validator(mode="after")
     def _check_names(self) -> StackConfig:
@@ -61,9 +78,17 @@ class StackConfig(ConfigModel):
                     problems.append(
                         (path, f"its objects would be named '{name}', like those of {owner_path}: rename one")
                     )
+        problems += self._gpu_problems()
         if problems:
             raise config_problems(problems)
         return self
+
+    def _gpu_problems(self) -> list[tuple[str, str]]:
+        return [
+            (f"models[{index}].gpu", "vgpu needs GPU sharing: set platform.hami.enabled to true")
+            for index, model in enumerate(self.models)
+            if isinstance(model.gpu, VirtualGpu) and not self.platform.hami.enabled
+        ]
 
 
 def decode_value(raw: Any) -> Any:

@@ -8,7 +8,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from components.gpu import GPU_MODES
 from components.runtimes import RUNTIMES
+
+# Discriminated unions: the key that selects the variant, its values, and what it is called.
+# Pydantic puts the selected value into error paths; reports take it out again.
+UNIONS = {"runtime": (RUNTIMES, "runtime"), "mode": (GPU_MODES, "GPU mode")}
+TAGS = {tag for tags, _ in UNIONS.values() for tag in tags}
 
 
 @dataclass(frozen=True, order=True)
@@ -53,16 +59,19 @@ def join_path(base: str, relative: str) -> str:
     return f"{base}.{relative}"
 
 
-def _strip_runtime_tags(loc: Sequence[int | str]) -> tuple[list[int | str], str | None, int]:
-    """Pydantic puts the discriminator's value (the runtime name) into the path; take it out.
+def _strip_tags(loc: Sequence[int | str]) -> tuple[list[int | str], str | None, int]:
+    """Take the discriminators' values out of a path.
 
-    Returns the path, the runtime named in it, and the path's length at the model the tag selected.
+    Returns the path, the runtime named in it (if any), and the path's length at the model
+    that runtime selected.
     """
     out: list[int | str] = []
     runtime, depth = None, -1
     for index, part in enumerate(loc):
-        if isinstance(part, str) and part in RUNTIMES and index > 0 and isinstance(loc[index - 1], int):
-            runtime, depth = part, len(out)
+        after_union = index > 0 and (isinstance(loc[index - 1], int) or loc[index - 1] == "gpu")
+        if isinstance(part, str) and part in TAGS and after_union:
+            if part in RUNTIMES:
+                runtime, depth = part, len(out)
             continue
         out.append(part)
     return out, runtime, depth
@@ -73,39 +82,42 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _message(item: Any, loc: list[int | str], runtime: str | None, model_depth: int) -> tuple[str, str]:
+    """(extra path, sentence) for one pydantic error."""
+    kind = item["type"]
+    ctx = item.get("ctx") or {}
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        discriminator = str(ctx["discriminator"]).strip("'")
+        tags, what = UNIONS[discriminator]
+        if kind == "union_tag_invalid":
+            return discriminator, f"unknown {what} {ctx['tag']!r}: use one of {', '.join(tags)}"
+        return discriminator, f"required: set {discriminator} to one of {', '.join(tags)}"
+    if kind == "extra_forbidden":
+        if runtime and len(loc) == model_depth + 1:
+            return "", f"{loc[-1]!r} is not a setting of the {runtime} runtime"
+        return "", f"unknown setting {loc[-1]!r}: check its spelling"
+    if kind == "missing":
+        return "", "required, but not set"
+    if kind == "too_short" and ctx.get("min_length") == 1:
+        return "", "must not be empty"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return "", f"must be a mapping of settings, not {_shown(item['input'])}"
+    message = str(item["msg"])
+    if not kind.startswith(("dns", "quantity", "duration", "model_uri")):
+        message += f" (got {_shown(item['input'])})"
+    return "", message
+
+
 def problems_from_validation(error: ValidationError, prefix: Sequence[int | str] = ()) -> list[Problem]:
     problems: list[Problem] = []
     for item in error.errors(include_url=False):
-        loc, runtime, model_depth = _strip_runtime_tags([*prefix, *item["loc"]])
+        loc, runtime, model_depth = _strip_tags([*prefix, *item["loc"]])
         path = format_path(loc)
-        kind = item["type"]
-        ctx = item.get("ctx") or {}
-        if kind == "config_problem":
-            problems += [Problem(join_path(path, rel), message) for rel, message in ctx["problems"]]
+        if item["type"] == "config_problem":
+            problems += [Problem(join_path(path, rel), message) for rel, message in item["ctx"]["problems"]]
             continue
-        if kind == "union_tag_invalid":
-            message = f"unknown runtime {ctx['tag']!r}: use one of {', '.join(RUNTIMES)}"
-            path = join_path(path, "runtime")
-        elif kind == "union_tag_not_found":
-            message = f"required: set runtime to one of {', '.join(RUNTIMES)}"
-            path = join_path(path, "runtime")
-        elif kind == "extra_forbidden":
-            key = loc[-1] if loc else ""
-            if runtime and len(loc) == model_depth + 1:
-                message = f"{key!r} is not a setting of the {runtime} runtime"
-            else:
-                message = f"unknown setting {key!r}: check its spelling"
-        elif kind == "missing":
-            message = "required, but not set"
-        elif kind == "too_short" and ctx.get("min_length") == 1:
-            message = "must not be empty"
-        elif kind in ("dict_type", "model_type", "model_attributes_type"):
-            message = f"must be a mapping of settings, not {_shown(item['input'])}"
-        else:
-            message = item["msg"]
-            if not kind.startswith(("dns", "quantity", "duration", "model_uri")):
-                message += f" (got {_shown(item['input'])})"
-        problems.append(Problem(path, message))
+        extra, message = _message(item, loc, runtime, model_depth)
+        problems.append(Problem(join_path(path, extra), message))
     return sorted(set(problems), key=lambda p: (_path_sort_key(p.path), p.message))
 
 

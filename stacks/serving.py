@@ -1,38 +1,62 @@
-"""The model-serving layer: the model namespace and one InferenceService per configured model."""
+"""The model-serving layer: the model namespace, storage credentials, one InferenceService per model."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pulumi
 
 from components.inference_service import InferenceService, InferenceServiceArgs
 from components.kube import register
+from components.model_storage import StorageAccess
 from infra.config import StackConfig
 
+STORAGE_SECRET = "model-storage-credentials"
+PART_OF_LABELS = {"app.kubernetes.io/part-of": "inference-platform", "app.kubernetes.io/managed-by": "pulumi"}
 
-def model_namespace(config: StackConfig) -> dict[str, object]:
+
+def model_namespace(config: StackConfig) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {
-            "name": config.namespace,
-            "labels": {
-                "istio-injection": "enabled",
-                "app.kubernetes.io/part-of": "inference-platform",
-                "app.kubernetes.io/managed-by": "pulumi",
-            },
-        },
+        "metadata": {"name": config.namespace, "labels": {"istio-injection": "enabled"} | PART_OF_LABELS},
+    }
+
+
+def storage_secret(config: StackConfig) -> dict[str, Any] | None:
+    """The Secret the storage initializer reads; every value stays a Pulumi secret end to end."""
+    if config.storage is None or not config.storage.secret_data():
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": STORAGE_SECRET, "namespace": config.namespace, "labels": PART_OF_LABELS},
+        "type": "Opaque",
+        "stringData": {key: pulumi.Output.secret(value) for key, value in sorted(config.storage.secret_data().items())},
     }
 
 
 def deploy_models(config: StackConfig) -> dict[str, InferenceService]:
     namespace = register(model_namespace(config))
+    dependencies: list[pulumi.Resource] = [namespace]
+    access: StorageAccess | None = None
+    secret = storage_secret(config)
+    if config.storage is not None:
+        access = config.storage.access(STORAGE_SECRET)
+    if secret is not None:
+        dependencies.append(register(secret, pulumi.ResourceOptions(depends_on=[namespace])))
     services = {
         model.name: InferenceService(
             model.name,
             InferenceServiceArgs(
-                model=model, namespace=config.namespace, domain=config.domain, gateway=config.ingress.gateway
+                model=model,
+                namespace=config.namespace,
+                domain=config.domain,
+                gateway=config.platform.ingress.gateway,
+                gpu_nodes=config.platform.gpu_nodes,
+                storage=access,
             ),
-            opts=pulumi.ResourceOptions(depends_on=[namespace]),
+            opts=pulumi.ResourceOptions(depends_on=dependencies),
         )
         for model in config.models
     }

@@ -6,19 +6,47 @@ settings, so a traffic change edits objects in place and `pulumi up` never repla
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from typing import Any
 
+from pydantic import Field
+
 from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain
+from components.gpu import VISIBLE_DEVICES, GpuNodes
 from components.ingress_gateway import GatewayRef
-from components.model_spec import ModelVersion, pvc_location
+from components.model_spec import ModelVersion, ResourceList, Resources, TransformerSpec
+from components.model_storage import StorageAccess, model_files
 from components.runtimes import ModelSpec
-from components.runtimes.base import CONFIG_VOLUME, MODEL_VOLUME, SCRATCH_VOLUME, ServerPlan
+from components.runtimes.base import (
+    CONFIG_VOLUME,
+    MODEL_VOLUME,
+    SCRATCH_PATH,
+    SCRATCH_VOLUME,
+    ServerPlan,
+    http_probe,
+    tcp_probe,
+)
 
 # Clients reach every model on the same port, whatever its runtime listens on.
 MODEL_SERVICE_PORT = 80
 PART_OF = "inference-platform"
+TRANSFORMER_CONTAINER = "transformer"
+TRANSFORMER_SCRATCH = "transformer-scratch"
+# With a transformer in front, the server's own HTTP port is renamed so the entry point is `http`.
+PREDICTOR_HTTP_PORT_NAME = "http-predictor"
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+# The storage initializer image runs as this (non-root) user.
+INITIALIZER_USER = 1000
+TRANSFORMER_RESOURCES = Resources(
+    requests=ResourceList(cpu="100m", memory="256Mi"),
+    limits=ResourceList(cpu="1", memory="1Gi"),
+)
 
 
 class InferenceServiceArgs(ConfigModel):
@@ -29,6 +57,8 @@ class InferenceServiceArgs(ConfigModel):
     domain: DNSSubdomain
     gateway: GatewayRef = GatewayRef()
     url_scheme: str = "http"
+    gpu_nodes: GpuNodes = Field(default_factory=GpuNodes)
+    storage: StorageAccess | None = Field(default=None, description="Credentials for downloaded model files.")
 
     @property
     def host(self) -> str:
@@ -97,33 +127,104 @@ def config_map(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPl
     }
 
 
-def _model_volume(version: ModelVersion) -> tuple[dict[str, Any], str]:
-    """The volume holding the version's model files, and the sub-path to mount from it."""
-    claim, path = pvc_location(version.model_uri)
-    return {"name": MODEL_VOLUME, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}, path
-
-
 def _config_checksum(plan: ServerPlan) -> str:
     """Changes whenever the generated config does, so a config change rolls the pods."""
     payload = json.dumps(plan.config_files, sort_keys=True).encode()
     return hashlib.sha256(payload).hexdigest()
 
 
+def _predictor(args: InferenceServiceArgs, plan: ServerPlan, model_sub_path: str | None) -> dict[str, Any]:
+    """The server container with the model's files, GPUs and (behind a transformer) renamed port."""
+    container = copy.deepcopy(plan.container)
+    if model_sub_path is not None:
+        for mount in container["volumeMounts"]:
+            if mount["name"] == MODEL_VOLUME:
+                mount["subPath"] = model_sub_path
+    placement = args.model.gpu.placement(args.gpu_nodes)
+    if placement.limits:
+        container["resources"].setdefault("limits", {}).update(placement.limits)
+    if placement.env:
+        env = [e for e in container.get("env", []) if e["name"] not in placement.env]
+        env += [{"name": name, "value": value} for name, value in placement.env.items()]
+        container["env"] = sorted(env, key=lambda e: e["name"])
+    if args.model.transformer is not None:
+        for port in container["ports"]:
+            if port["name"] == "http":
+                port["name"] = PREDICTOR_HTTP_PORT_NAME
+    container["securityContext"] = CONTAINER_SECURITY
+    return container
+
+
+def _transformer(args: InferenceServiceArgs, transformer: TransformerSpec, plan: ServerPlan) -> dict[str, Any]:
+    """The pre/post-processing container: it takes requests on `http` and calls the server on localhost."""
+    env = {
+        "PREDICTOR_HOST": f"localhost:{plan.http_port}",
+        "MODEL_NAME": args.model.name,
+        "PORT": str(transformer.port),
+        VISIBLE_DEVICES: "none",
+    }
+    env.update({e.name: e.value for e in transformer.env})
+    probe = (
+        http_probe(transformer.health_path, transformer.port, period=10, failures=3)
+        if transformer.health_path
+        else tcp_probe(transformer.port, period=10, failures=3)
+    )
+    container: dict[str, Any] = {"name": TRANSFORMER_CONTAINER, "image": transformer.image}
+    if transformer.command:
+        container["command"] = transformer.command
+    if transformer.args:
+        container["args"] = transformer.args
+    container.update(
+        {
+            "ports": [{"name": "http", "containerPort": transformer.port, "protocol": "TCP"}],
+            "env": [{"name": name, "value": value} for name, value in sorted(env.items())],
+            "resources": transformer.resources.over(TRANSFORMER_RESOURCES).to_kubernetes(),
+            "volumeMounts": [{"name": TRANSFORMER_SCRATCH, "mountPath": SCRATCH_PATH}],
+            "startupProbe": probe | {"failureThreshold": 60},
+            "readinessProbe": probe,
+            "livenessProbe": tcp_probe(transformer.port, period=10, failures=3),
+            "securityContext": CONTAINER_SECURITY,
+        }
+    )
+    return container
+
+
+def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan) -> dict[str, Any]:
+    files = model_files(
+        version.model_uri,
+        volume_name=MODEL_VOLUME,
+        download_size=str(args.model.download_size),
+        access=args.storage,
+        scratch_volume=SCRATCH_VOLUME,
+        security_context=CONTAINER_SECURITY | {"runAsUser": INITIALIZER_USER},
+    )
+    containers = [_predictor(args, plan, files.sub_path)]
+    volumes = [files.volume, {"name": SCRATCH_VOLUME, "emptyDir": {}}]
+    if plan.config_files:
+        volumes.append({"name": CONFIG_VOLUME, "configMap": {"name": version_name(args, version)}})
+    volumes += [*files.extra_volumes, *plan.volumes]
+    transformer = args.model.transformer
+    if transformer is not None:
+        containers.insert(0, _transformer(args, transformer, plan))
+        volumes.append({"name": TRANSFORMER_SCRATCH, "emptyDir": {}})
+    security: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    if plan.run_as_user is not None:
+        security["runAsUser"] = plan.run_as_user
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": security,
+    }
+    if files.init_container is not None:
+        spec["initContainers"] = [files.init_container]
+    spec["containers"] = containers
+    spec["volumes"] = volumes
+    spec.update(args.model.gpu.placement(args.gpu_nodes).pod_fields())
+    return spec
+
+
 def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan) -> dict[str, Any]:
     name = version_name(args, version)
-    model_volume, sub_path = _model_volume(version)
-    container = dict(plan.container)
-    container["volumeMounts"] = [
-        mount | {"subPath": sub_path} if mount["name"] == MODEL_VOLUME else mount for mount in container["volumeMounts"]
-    ]
-    container["securityContext"] = {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-    volumes = [model_volume, {"name": SCRATCH_VOLUME, "emptyDir": {}}]
-    if plan.config_files:
-        volumes.append({"name": CONFIG_VOLUME, "configMap": {"name": name}})
     replicas = args.model.replicas if version.replicas is None else version.replicas
     return {
         "apiVersion": "apps/v1",
@@ -140,25 +241,22 @@ def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPl
                     "annotations": scrape_annotations(plan)
                     | {"inference-platform/config-sha256": _config_checksum(plan)},
                 },
-                "spec": {
-                    "automountServiceAccountToken": False,
-                    "enableServiceLinks": False,
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [container],
-                    "volumes": volumes,
-                },
+                "spec": pod_spec(args, version, plan),
             },
         },
     }
 
 
-def version_service(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan) -> dict[str, Any]:
+def version_service(
+    args: InferenceServiceArgs, version: ModelVersion, pod: dict[str, Any], plan: ServerPlan
+) -> dict[str, Any]:
     """Reaches one version directly (tests, debugging a shadow) and is what Prometheus scrapes."""
     metadata = _metadata(args, version_name(args, version), version)
     metadata["annotations"] = scrape_annotations(plan)
     ports = [
         {"name": port["name"], "port": port["containerPort"], "targetPort": port["name"], "protocol": "TCP"}
-        for port in plan.container["ports"]
+        for container in pod["containers"]
+        for port in container["ports"]
     ]
     return {
         "apiVersion": "v1",
@@ -252,10 +350,11 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
     """Every object of the model, versions first, in a stable order."""
     objects: list[dict[str, Any]] = []
     for version in args.model.versions:
-        plan = args.model.plan(version)
+        plan = args.model.plan(version, args.gpu_nodes)
         if plan.config_files:
             objects.append(config_map(args, version, plan))
-        objects.append(deployment(args, version, plan))
-        objects.append(version_service(args, version, plan))
+        workload = deployment(args, version, plan)
+        objects.append(workload)
+        objects.append(version_service(args, version, workload["spec"]["template"]["spec"], plan))
     objects += [model_service(args), destination_rule(args), virtual_service(args)]
     return objects

@@ -1,12 +1,14 @@
 """What every model server hands to the InferenceService: one container and its config files.
 
-A runtime module (mlserver.py, ...) knows its server's ports, probes, config format and the
-directory layout it expects; the InferenceService knows Kubernetes. They meet here.
+A runtime module (mlserver.py, tfserving.py, ...) knows its server's ports, probes, config format
+and the directory layout it expects; the InferenceService knows Kubernetes: volumes, GPUs,
+storage, the transformer. They meet here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.model_spec import ModelSpecBase, ModelVersion, Resources
@@ -29,6 +31,10 @@ class ServerPlan:
     http_port: int
     metrics_port: int
     metrics_path: str
+    run_as_user: int | None = None
+    """The user to run as when the image's own user is root."""
+    volumes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    """Volumes the container mounts beyond the config, model and scratch volumes."""
 
 
 @dataclass(frozen=True)
@@ -39,13 +45,29 @@ class ExampleRequest:
     body: dict[str, Any]
 
 
-def http_probe(path: str, *, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
+def http_probe(path: str, port: int, *, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
     return {
-        "httpGet": {"path": path, "port": "http"},
+        "httpGet": {"path": path, "port": port},
         "periodSeconds": period,
         "failureThreshold": failures,
         "timeoutSeconds": timeout,
     }
+
+
+def tcp_probe(port: int, *, period: int, failures: int) -> dict[str, Any]:
+    return {"tcpSocket": {"port": port}, "periodSeconds": period, "failureThreshold": failures, "timeoutSeconds": 5}
+
+
+def exec_probe(command: list[str], *, period: int, failures: int) -> dict[str, Any]:
+    return {"exec": {"command": command}, "periodSeconds": period, "failureThreshold": failures, "timeoutSeconds": 5}
+
+
+def config_mount(path: str, file: str | None = None) -> dict[str, Any]:
+    """Mount the generated config: the whole ConfigMap at a directory, or one file of it at a path."""
+    mount: dict[str, Any] = {"name": CONFIG_VOLUME, "mountPath": path, "readOnly": True}
+    if file is not None:
+        mount["subPath"] = file
+    return mount
 
 
 def model_server_container(
@@ -54,12 +76,13 @@ def model_server_container(
     *,
     default_image: str,
     default_resources: Resources,
-    ports: dict[str, int],
     command: list[str] | None = None,
     args: list[str] | None = None,
     env: dict[str, str] | None = None,
-    config_mount_path: str | None = None,
+    config_mounts: list[dict[str, Any]] | None = None,
+    extra_mounts: list[dict[str, Any]] | None = None,
     model_mount_path: str,
+    working_dir: str | None = None,
     startup_probe: dict[str, Any],
     readiness_probe: dict[str, Any],
     liveness_probe: dict[str, Any],
@@ -70,20 +93,25 @@ def model_server_container(
     merged_env.update({e.name: e.value for e in spec.env})
     merged_env.update({e.name: e.value for e in version.env})
     mounts = [{"name": MODEL_VOLUME, "mountPath": model_mount_path, "readOnly": True}]
-    if config_mount_path is not None:
-        mounts.append({"name": CONFIG_VOLUME, "mountPath": config_mount_path, "readOnly": True})
+    mounts += config_mounts or []
     mounts.append({"name": SCRATCH_VOLUME, "mountPath": SCRATCH_PATH})
+    mounts += extra_mounts or []
+    all_args = [*(args or []), *spec.args, *version.args]
     container: dict[str, Any] = {
         "name": PREDICTOR_CONTAINER,
         "image": version.image or spec.image or default_image,
     }
     if command:
         container["command"] = command
-    if args:
-        container["args"] = args
+    if all_args:
+        container["args"] = all_args
+    if working_dir:
+        container["workingDir"] = working_dir
     container.update(
         {
-            "ports": [{"name": name, "containerPort": number, "protocol": "TCP"} for name, number in ports.items()],
+            "ports": [
+                {"name": name, "containerPort": number, "protocol": "TCP"} for name, number in spec.SERVER_PORTS.items()
+            ],
             "env": [{"name": name, "value": value} for name, value in sorted(merged_env.items())],
             "resources": resources.to_kubernetes(),
             "volumeMounts": mounts,
@@ -95,3 +123,7 @@ def model_server_container(
     if not container["env"]:
         del container["env"]
     return container
+
+
+def json_file(content: dict[str, Any]) -> str:
+    return json.dumps(content, indent=2, sort_keys=True) + "\n"

@@ -6,18 +6,20 @@ them with MLServer's settings models and boot a real MLServer with them.
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
 from components import pins
+from components.gpu import GpuNodes
 from components.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from components.runtimes.base import (
     SCRATCH_PATH,
     ExampleRequest,
     ServerPlan,
+    config_mount,
     http_probe,
+    json_file,
     model_server_container,
 )
 
@@ -41,6 +43,8 @@ DEFAULT_RESOURCES = Resources(
 
 
 class MLServerModel(ModelSpecBase):
+    SERVER_PORTS: ClassVar[dict[str, int]] = {"http": HTTP_PORT, "grpc": GRPC_PORT, "http-metrics": METRICS_PORT}
+
     runtime: Literal["mlserver"]
     format: Literal["sklearn", "xgboost", "lightgbm"] = Field(
         default="sklearn", description="The model's framework, which picks MLServer's inference runtime."
@@ -86,31 +90,30 @@ class MLServerModel(ModelSpecBase):
     def version_ready_path(self, version: ModelVersion) -> str:
         return f"/v2/models/{self.name}/versions/{version.name}/ready"
 
-    def plan(self, version: ModelVersion) -> ServerPlan:
-        ports = {"http": HTTP_PORT, "grpc": GRPC_PORT, "http-metrics": METRICS_PORT}
+    def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
+        ready = self.version_ready_path(version)
         container = model_server_container(
             self,
             version,
             default_image=pins.MLSERVER_IMAGE,
             default_resources=DEFAULT_RESOURCES,
-            ports=ports,
             command=["mlserver", "start", CONFIG_DIR],
-            config_mount_path=CONFIG_DIR,
+            config_mounts=[config_mount(CONFIG_DIR)],
             model_mount_path=MODEL_DIR,
             # Ready means this model version is loaded: MLServer's /v2/health/ready still answers 200
             # when the model failed to load (it counts only loaded models). Upstream's advice against
             # model-level readiness is about Seldon Core's agent, which loads models only after the
             # pod is Ready; here the files are in the pod before MLServer starts.
             # Loading can take minutes; the startup probe holds liveness off until then.
-            startup_probe=http_probe(self.version_ready_path(version), period=5, failures=120),
-            readiness_probe=http_probe(self.version_ready_path(version), period=10, failures=3),
-            liveness_probe=http_probe("/v2/health/live", period=10, failures=3),
+            startup_probe=http_probe(ready, HTTP_PORT, period=5, failures=120),
+            readiness_probe=http_probe(ready, HTTP_PORT, period=10, failures=3),
+            liveness_probe=http_probe("/v2/health/live", HTTP_PORT, period=10, failures=3),
         )
         return ServerPlan(
             container=container,
             config_files={
-                "settings.json": _json_file(self.settings()),
-                "model-settings.json": _json_file(self.model_settings(version)),
+                "settings.json": json_file(self.settings()),
+                "model-settings.json": json_file(self.model_settings(version)),
             },
             http_port=HTTP_PORT,
             metrics_port=METRICS_PORT,
@@ -123,7 +126,3 @@ class MLServerModel(ModelSpecBase):
             path=f"/v2/models/{self.name}/infer",
             body={"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP64", "data": [5.1, 3.5, 1.4, 0.2]}]},
         )
-
-
-def _json_file(content: dict[str, Any]) -> str:
-    return json.dumps(content, indent=2, sort_keys=True) + "\n"

@@ -10,6 +10,7 @@ from mlserver.settings import ModelParameters, ModelSettings, Settings
 
 from components.inference_service.manifests import InferenceServiceArgs, deployment
 from components.runtimes import mlserver
+from components.gpu import GpuNodes
 from components.runtimes.mlserver import MLServerModel
 
 VERSION = {"name": "v1", "modelUri": "pvc://models/iris/v1", "weight": 100}
@@ -29,7 +30,7 @@ def known_keys(model_class: Any) -> set[str]:
 
 
 def test_settings_parse_with_mlserver_settings_and_use_only_known_keys() -> None:
-    plan = model(parallelWorkers=2).plan(model().versions[0])
+    plan = model(parallelWorkers=2).plan(model().versions[0], GpuNodes())
     settings = json.loads(plan.config_files["settings.json"])
 
     parsed = Settings.model_validate(settings)
@@ -51,7 +52,7 @@ def test_settings_parse_with_mlserver_settings_and_use_only_known_keys() -> None
 )
 def test_model_settings_parse_with_mlserver_model_settings(model_format: str, implementation: str) -> None:
     spec = model(format=model_format, maxBatchSize=16, maxBatchTime=0.05)
-    settings = json.loads(spec.plan(spec.versions[0]).config_files["model-settings.json"])
+    settings = json.loads(spec.plan(spec.versions[0], GpuNodes()).config_files["model-settings.json"])
 
     parsed = ModelSettings.model_validate(settings)
 
@@ -66,14 +67,16 @@ def test_model_settings_parse_with_mlserver_model_settings(model_format: str, im
 
 def test_sklearn_implementation_is_importable_by_mlserver() -> None:
     spec = model()
-    parsed = ModelSettings.model_validate(json.loads(spec.plan(spec.versions[0]).config_files["model-settings.json"]))
+    parsed = ModelSettings.model_validate(
+        json.loads(spec.plan(spec.versions[0], GpuNodes()).config_files["model-settings.json"])
+    )
     assert parsed.implementation.__name__ == "SKLearnModel"
 
 
 def test_settings_paths_match_the_pod_mounts() -> None:
     spec = model()
     version = spec.versions[0]
-    plan = spec.plan(version)
+    plan = spec.plan(version, GpuNodes())
     args = InferenceServiceArgs(model=spec, namespace="service", domain="models.example.com")
     pod = deployment(args, version, plan)["spec"]["template"]["spec"]
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
@@ -92,14 +95,14 @@ def test_settings_paths_match_the_pod_mounts() -> None:
 
 def test_probes_and_scrape_annotations_use_mlserver_endpoints() -> None:
     spec = model()
-    plan = spec.plan(spec.versions[0])
+    plan = spec.plan(spec.versions[0], GpuNodes())
     container = plan.container
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
 
     assert ports == {"http": 8080, "grpc": 8081, "http-metrics": 8082}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/models/iris/versions/v1/ready", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/models/iris/versions/v1/ready", "port": 8080}
     assert container["startupProbe"]["httpGet"] == container["readinessProbe"]["httpGet"]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": 8080}
     assert (plan.metrics_port, plan.metrics_path) == (8082, "/metrics")
 
 
@@ -111,7 +114,7 @@ def test_image_and_resources_can_be_overridden_per_model_and_version() -> None:
             VERSION | {"image": "registry.example.com/mlserver:v1-only", "resources": {"requests": {"cpu": "2"}}}
         ],
     )
-    container = spec.plan(spec.versions[0]).container
+    container = spec.plan(spec.versions[0], GpuNodes()).container
     assert container["image"] == "registry.example.com/mlserver:v1-only"
     assert container["resources"] == {
         "requests": {"cpu": "2", "memory": "1Gi"},

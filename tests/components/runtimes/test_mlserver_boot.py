@@ -19,6 +19,7 @@ from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
 from components.runtimes.base import ServerPlan
+from components.gpu import GpuNodes
 from components.runtimes.mlserver import MLServerModel
 
 pytestmark = pytest.mark.slow
@@ -61,7 +62,7 @@ def train_iris(model_dir: Path) -> None:
 def mlserver(root: Path, write_model: Callable[[Path], None]) -> Iterator[Server]:
     """Start MLServer with the generated files, verbatim except for what the pod provides:
     the mount points (/etc/mlserver, /mnt/models, /tmp) and ports on loopback instead of 0.0.0.0."""
-    plan = SPEC.plan(SPEC.versions[0])
+    plan = SPEC.plan(SPEC.versions[0], GpuNodes())
     config_dir, model_dir, scratch = root / "etc-mlserver", root / "mnt-models", root / "tmp"
     for directory in (config_dir, model_dir, scratch):
         directory.mkdir(parents=True)

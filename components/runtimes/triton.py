@@ -1,0 +1,252 @@
+"""NVIDIA Triton Inference Server: ONNX, TensorRT and TorchScript models.
+
+Triton reads a model repository, <repo>/<model>/config.pbtxt beside <repo>/<model>/<version>/
+model.<ext>. The config.pbtxt (a ModelConfig in protobuf text) is generated from typed settings,
+or supplied whole by the user and checked with Triton's own ModelConfig message. Auto-completion
+of configs is off (strict model config), so what is reviewed is what runs. (Triton's TensorFlow
+backend is deprecated since 25.03: serve SavedModels with the tfserving runtime.)
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from google.protobuf import text_format
+from pydantic import Field, model_validator
+
+from components import pins
+from components.config_base import ConfigModel, config_problems
+from components.gpu import GpuNodes
+from components.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
+from components.runtimes import pbtxt
+from components.runtimes.base import (
+    ExampleRequest,
+    ServerPlan,
+    config_mount,
+    http_probe,
+    model_server_container,
+)
+
+HTTP_PORT = 8000
+GRPC_PORT = 8001
+METRICS_PORT = 8002
+METRICS_PATH = "/metrics"
+REPOSITORY = "/models"
+# The NGC image's default user is root; it ships a triton-server user with this id.
+RUN_AS_USER = 1000
+
+PLATFORMS = {"onnx": "onnxruntime_onnx", "tensorrt": "tensorrt_plan", "pytorch": "pytorch_libtorch"}
+# The file Triton looks for in each version directory.
+MODEL_FILES = {"onnx": "model.onnx", "tensorrt": "model.plan", "pytorch": "model.pt"}
+DataType = Literal[
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "STRING",
+    "BF16",
+]
+
+# The settings a supplied config.pbtxt replaces, by field name and as written in config.
+TYPED_CONFIG = {
+    "max_batch_size": "maxBatchSize",
+    "inputs": "inputs",
+    "outputs": "outputs",
+    "dynamic_batching": "dynamicBatching",
+    "instance_groups": "instanceGroups",
+}
+# Example requests list every value; past this many the curl line would be unreadable.
+MAX_EXAMPLE_VALUES = 64
+
+DEFAULT_RESOURCES = Resources(
+    requests=ResourceList(cpu="1", memory="2Gi"),
+    limits=ResourceList(cpu="4", memory="8Gi"),
+)
+
+
+class Tensor(ConfigModel):
+    name: Annotated[str, Field(min_length=1)]
+    data_type: DataType = Field(description="FP32, INT64, STRING, ... (Triton's TYPE_ without the prefix).")
+    dims: Annotated[list[Annotated[int, Field(ge=-1)]], Field(min_length=1)] = Field(
+        description="Shape without the batch dimension; -1 for a variable size."
+    )
+
+    def config(self) -> dict[str, Any]:
+        return {"name": self.name, "data_type": pbtxt.Enum(f"TYPE_{self.data_type}"), "dims": self.dims}
+
+
+class DynamicBatching(ConfigModel):
+    preferred_batch_size: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
+    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] = 0
+
+
+class InstanceGroup(ConfigModel):
+    count: Annotated[int, Field(ge=1, le=64)] = 1
+    kind: Literal["cpu", "gpu"] | None = Field(default=None, description="gpu when the model has a GPU, else cpu.")
+
+
+class TritonModel(ModelSpecBase):
+    SERVER_PORTS: ClassVar[dict[str, int]] = {"http": HTTP_PORT, "grpc": GRPC_PORT, "http-metrics": METRICS_PORT}
+
+    runtime: Literal["triton"]
+    format: Literal["onnx", "tensorrt", "pytorch"] = Field(
+        description="Picks the backend and the file name in each version directory (model.onnx, ...)."
+    )
+    max_batch_size: Annotated[int, Field(ge=0, le=100_000)] = 0
+    inputs: list[Tensor] = Field(default_factory=list)
+    outputs: list[Tensor] = Field(default_factory=list)
+    dynamic_batching: DynamicBatching | None = None
+    instance_groups: list[InstanceGroup] = Field(default_factory=list)
+    config_pbtxt: str | None = Field(
+        default=None, description="A whole config.pbtxt instead of the settings above; checked against ModelConfig."
+    )
+
+    @model_validator(mode="after")
+    def _config(self) -> TritonModel:
+        problems = [
+            (f"versions[{i}].name", "Triton numbers versions: end the name in a number (v1, v2, ...)")
+            for i, version in enumerate(self.versions)
+            if version.number is None
+        ]
+        if self.config_pbtxt is not None:
+            problems += [
+                (alias, "set either configPbtxt or this, not both")
+                for field, alias in TYPED_CONFIG.items()
+                if field in self.model_fields_set
+            ]
+            problems += [("configPbtxt", message) for message in self._check_supplied_config()]
+        else:
+            problems += [
+                (key, "a strict model config needs at least one; list the model's tensors")
+                for key, tensors in (("inputs", self.inputs), ("outputs", self.outputs))
+                if not tensors
+            ]
+        if problems:
+            raise config_problems(problems)
+        return self
+
+    def _check_supplied_config(self) -> list[str]:
+        message = _model_config_message()
+        try:
+            text_format.Parse(self.config_pbtxt or "", message)
+        except text_format.ParseError as error:
+            return [f"not a valid Triton ModelConfig: {error}"]
+        problems = []
+        if message.name and message.name != self.name:
+            problems.append(f"its name is {message.name!r}; Triton requires the model's name, {self.name!r}")
+        if message.platform and message.platform != PLATFORMS[self.format]:
+            problems.append(
+                f"its platform is {message.platform!r}, but format {self.format} means {PLATFORMS[self.format]!r}"
+            )
+        return problems
+
+    def triton_config(self, version: ModelVersion) -> dict[str, Any]:
+        default_kind = "gpu" if self.gpu.mode != "none" else "cpu"
+        groups = self.instance_groups or [InstanceGroup()]
+        config: dict[str, Any] = {
+            "name": self.name,
+            "platform": PLATFORMS[self.format],
+            "max_batch_size": self.max_batch_size,
+            "version_policy": {"specific": {"versions": [version.number]}},
+            "input": [tensor.config() for tensor in self.inputs],
+            "output": [tensor.config() for tensor in self.outputs],
+            "instance_group": [
+                {"count": group.count, "kind": pbtxt.Enum(f"KIND_{(group.kind or default_kind).upper()}")}
+                for group in groups
+            ],
+        }
+        if self.dynamic_batching is not None:
+            config["dynamic_batching"] = {
+                "preferred_batch_size": self.dynamic_batching.preferred_batch_size,
+                "max_queue_delay_microseconds": self.dynamic_batching.max_queue_delay_microseconds,
+            }
+        return config
+
+    def config_text(self, version: ModelVersion) -> str:
+        if self.config_pbtxt is not None:
+            return self.config_pbtxt.rstrip("\n") + "\n"
+        return pbtxt.dumps(self.triton_config(version))
+
+    def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
+        model_dir = f"{REPOSITORY}/{self.name}"
+        uses_gpu = self.gpu.mode != "none"
+        container = model_server_container(
+            self,
+            version,
+            default_image=pins.TRITON_IMAGE,
+            default_resources=DEFAULT_RESOURCES,
+            command=["tritonserver"],
+            args=[
+                f"--model-repository={REPOSITORY}",
+                "--model-control-mode=none",
+                # Strict model config: the successor of the deprecated --strict-model-config=true.
+                "--disable-auto-complete-config",
+                f"--http-port={HTTP_PORT}",
+                f"--grpc-port={GRPC_PORT}",
+                f"--metrics-port={METRICS_PORT}",
+                f"--allow-gpu-metrics={'true' if uses_gpu else 'false'}",
+            ],
+            config_mounts=[config_mount(f"{model_dir}/config.pbtxt", "config.pbtxt")],
+            model_mount_path=f"{model_dir}/{version.number}",
+            # Strict readiness (Triton's default): ready only when every model in the repository loaded.
+            startup_probe=http_probe("/v2/health/ready", HTTP_PORT, period=5, failures=120),
+            readiness_probe=http_probe("/v2/health/ready", HTTP_PORT, period=10, failures=3),
+            liveness_probe=http_probe("/v2/health/live", HTTP_PORT, period=10, failures=3),
+        )
+        return ServerPlan(
+            container=container,
+            config_files={"config.pbtxt": self.config_text(version)},
+            http_port=HTTP_PORT,
+            metrics_port=METRICS_PORT,
+            metrics_path=METRICS_PATH,
+            run_as_user=RUN_AS_USER,
+        )
+
+    def _first_input(self) -> tuple[str, str, list[int], bool] | None:
+        """(name, data type, dims, batched) of the first input, from the settings or the supplied config."""
+        if self.config_pbtxt is None:
+            if not self.inputs:
+                return None
+            tensor = self.inputs[0]
+            return tensor.name, tensor.data_type, tensor.dims, self.max_batch_size > 0
+        message = text_format.Parse(self.config_pbtxt, _model_config_message())
+        if not message.input:
+            return None
+        first = message.input[0]
+        data_type = message.DESCRIPTOR.fields_by_name["input"].message_type.fields_by_name["data_type"]
+        data_type_name = data_type.enum_type.values_by_number[first.data_type].name.removeprefix("TYPE_")
+        return first.name, data_type_name, list(first.dims), message.max_batch_size > 0
+
+    def example_request(self) -> ExampleRequest:
+        """An Open Inference Protocol request shaped after the first input (zeros)."""
+        path = f"/v2/models/{self.name}/infer"
+        first = self._first_input()
+        if first is None:
+            return ExampleRequest(path=path, body={"inputs": []})
+        name, data_type, dims, batched = first
+        shape = ([1] if batched else []) + [d if d > 0 else 1 for d in dims]
+        size = 1
+        for dim in shape:
+            size *= dim
+        data: Any = [""] * size if data_type == "STRING" else [0] * size
+        if size > MAX_EXAMPLE_VALUES:
+            data = f"<{size} values>"
+        return ExampleRequest(
+            path=path, body={"inputs": [{"name": name, "shape": shape, "datatype": data_type, "data": data}]}
+        )
+
+
+def _model_config_message() -> Any:
+    """An empty Triton ModelConfig. Imported here: the client package takes most of a second to
+    import, and only models that supply their own config.pbtxt need it."""
+    from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
+
+    return model_config_pb2.ModelConfig()
