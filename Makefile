@@ -8,10 +8,11 @@ STACK ?= dev
 
 .PHONY: render test lint typecheck unit schema bench clean
 
-$(BIN)/.installed: requirements.txt requirements-test.txt
+$(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-nodeps.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-test-nodeps.txt
 	touch $@
 
 render: $(BIN)/.installed

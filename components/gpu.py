@@ -51,12 +51,12 @@ class GpuPlacement:
     nodes: GpuNodes | None = None
 
     def pod_fields(self) -> dict[str, Any]:
-        if self.nodes is None:
-            return {}
-        return {
-            "nodeSelector": dict(sorted(self.nodes.node_selector.items())),
-            "tolerations": [t.to_kubernetes() for t in self.nodes.tolerations],
-        }
+        fields: dict[str, Any] = {}
+        if self.nodes is not None and self.nodes.node_selector:
+            fields["nodeSelector"] = dict(sorted(self.nodes.node_selector.items()))
+        if self.nodes is not None and self.nodes.tolerations:
+            fields["tolerations"] = [t.to_kubernetes() for t in self.nodes.tolerations]
+        return fields
 
 
 class NoGpu(ConfigModel):

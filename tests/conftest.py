@@ -100,3 +100,72 @@ def pulumi_mocks() -> RenderResult:
         mocks, project=PROJECT, stack="unit", preview=False, monitor=RecordingMonitor(mocks, result)
     )
     return result
+
+
+SECRET_VALUES = ("AKIA-TEST-KEY-ID", "s3-secret-access-key-value", '{"private_key": "gcs-key"}', "hf_token_value")
+
+
+def full_config() -> dict[str, Any]:
+    """Every runtime, GPU mode and download scheme, a transformer and storage credentials."""
+    config = base_config()
+    config["inference-platform:platform"] = {
+        "hami": {"enabled": True},
+        "gpuNodes": {"memoryMib": 81920, "nodeSelector": {"gpu": "on"}},
+    }
+    config["inference-platform:storage"] = {
+        "s3": {
+            "endpoint": "https://minio.example.com",
+            "region": "eu-west-1",
+            "accessKeyId": SECRET_VALUES[0],
+            "secretAccessKey": SECRET_VALUES[1],
+        },
+        "gcs": {"serviceAccountKey": SECRET_VALUES[2]},
+        "huggingface": {"token": SECRET_VALUES[3]},
+    }
+    tensors = {
+        "inputs": [{"name": "input", "dataType": "FP32", "dims": [4]}],
+        "outputs": [{"name": "output", "dataType": "FP32", "dims": [2]}],
+    }
+    config["inference-platform:models"] += [
+        {
+            "name": "mnist",
+            "runtime": "tfserving",
+            "gpu": {"mode": "exclusive", "count": 1},
+            "batching": {"maxBatchSize": 16},
+            "versions": [
+                {"name": "v1", "modelUri": "s3://models/mnist/1", "weight": 100},
+                {"name": "v2", "modelUri": "s3://models/mnist/2", "mirrorPercent": 10},
+            ],
+        },
+        {
+            "name": "resnet",
+            "runtime": "triton",
+            "format": "onnx",
+            "maxBatchSize": 8,
+            "gpu": {"mode": "vgpu", "memoryPercent": 25, "cores": 30},
+            "versions": [{"name": "v1", "modelUri": "gs://models/resnet/1", "weight": 100}],
+            **tensors,
+        },
+        {
+            "name": "bert",
+            "runtime": "torchserve",
+            "transformer": {"image": "registry.example.com/tokenizer:1.2.0", "healthPath": "/healthz"},
+            "versions": [{"name": "v1", "modelUri": "https://models.example.com/bert/bert.mar", "weight": 100}],
+        },
+        {
+            "name": "llama",
+            "runtime": "vllm",
+            "gpu": {"mode": "vgpu", "memoryMib": 40960},
+            "maxModelLen": 8192,
+            "versions": [{"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 100}],
+        },
+        {
+            "name": "embed",
+            "runtime": "triton",
+            "format": "onnx",
+            "gpu": {"mode": "shared", "visibleDevices": "0"},
+            "versions": [{"name": "v1", "modelUri": "pvc://models/embed/1", "weight": 100}],
+            **tensors,
+        },
+    ]
+    return config

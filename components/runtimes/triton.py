@@ -9,6 +9,9 @@ backend is deprecated since 25.03: serve SavedModels with the tfserving runtime.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from google.protobuf import text_format
@@ -134,7 +137,7 @@ class TritonModel(ModelSpecBase):
         return self
 
     def _check_supplied_config(self) -> list[str]:
-        message = _model_config_message()
+        message = model_config_message()
         try:
             text_format.Parse(self.config_pbtxt or "", message)
         except text_format.ParseError as error:
@@ -217,7 +220,7 @@ class TritonModel(ModelSpecBase):
                 return None
             tensor = self.inputs[0]
             return tensor.name, tensor.data_type, tensor.dims, self.max_batch_size > 0
-        message = text_format.Parse(self.config_pbtxt, _model_config_message())
+        message = text_format.Parse(self.config_pbtxt, model_config_message())
         if not message.input:
             return None
         first = message.input[0]
@@ -244,9 +247,26 @@ class TritonModel(ModelSpecBase):
         )
 
 
-def _model_config_message() -> Any:
-    """An empty Triton ModelConfig. Imported here: the client package takes most of a second to
-    import, and only models that supply their own config.pbtxt need it."""
-    from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
+@functools.cache
+def _model_config_pb2() -> Any:
+    """Triton's own model_config_pb2, loaded from the tritonclient package by file.
 
-    return model_config_pb2.ModelConfig()
+    Importing it the usual way runs tritonclient.grpc's __init__, which takes most of a second
+    and registers Triton's gRPC service messages (package `inference`), whose names clash with
+    other Open Inference Protocol clients (MLServer's) in the same process. ModelConfig itself
+    depends on nothing but protobuf.
+    """
+    package = importlib.util.find_spec("tritonclient")
+    origin = package.origin if package is not None else None
+    path = Path(origin or ".").parent / "grpc" / "model_config_pb2.py"
+    spec = importlib.util.spec_from_file_location("_triton_model_config_pb2", path)
+    if origin is None or spec is None or spec.loader is None:  # pragma: no cover - a pinned requirement
+        raise ModuleNotFoundError("tritonclient is needed to check a supplied config.pbtxt")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def model_config_message() -> Any:
+    """An empty Triton ModelConfig message."""
+    return _model_config_pb2().ModelConfig()

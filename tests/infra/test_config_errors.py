@@ -170,6 +170,60 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "like those of models[0].versions[0].name",
     ),
     ("model-is-not-a-mapping", lambda c: c[MODELS].append("iris"), "models[2]", "mapping"),
+    # Runtimes, GPUs, downloads and transformers.
+    ("vgpu-without-hami", lambda c: iris(c).update(gpu="vgpu"), "models[0].gpu", "set platform.hami.enabled"),
+    ("gpu-cores-over-100", lambda c: iris(c).update(gpu={"mode": "vgpu", "cores": 150}), "models[0].gpu.cores", "100"),
+    ("unknown-gpu-mode", lambda c: iris(c).update(gpu="tpu"), "models[0].gpu.mode", "unknown GPU mode 'tpu'"),
+    (
+        "two-memory-caps",
+        lambda c: iris(c).update(gpu={"mode": "vgpu", "memoryMib": 1024, "memoryPercent": 10}),
+        "models[0].gpu",
+        "not both",
+    ),
+    (
+        "vllm-without-gpu",
+        lambda c: models(c).append(
+            {"name": "llm", "runtime": "vllm", "versions": [{"name": "v1", "modelUri": "hf://o/m", "weight": 100}]}
+        ),
+        "models[2].gpu",
+        "vLLM serves on GPUs",
+    ),
+    (
+        "setting-of-tfserving-on-mlserver",
+        lambda c: iris(c).update(batching={}),
+        "models[0].batching",
+        "mlserver runtime",
+    ),
+    (
+        "unnumbered-tfserving-version",
+        lambda c: (iris(c).update(runtime="tfserving"), version(c, 0).update(name="blue")),
+        "models[0].versions[0].name",
+        "end the name in a number",
+    ),
+    (
+        "triton-without-tensors",
+        lambda c: iris(c).update(runtime="triton", format="onnx"),
+        "models[0].inputs",
+        "strict model config",
+    ),
+    (
+        "bad-hf-uri",
+        lambda c: version(c, 0).update(modelUri="hf://just-a-name"),
+        "models[0].versions[0].modelUri",
+        "hf://<owner>/<model>",
+    ),
+    (
+        "transformer-port-taken",
+        lambda c: iris(c).update(transformer={"image": "t:1", "port": 8080}),
+        "models[0].transformer.port",
+        "taken in the pod",
+    ),
+    (
+        "transformer-without-image",
+        lambda c: iris(c).update(transformer={"port": 9000}),
+        "models[0].transformer.image",
+        "required",
+    ),
 ]
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from mlserver.settings import ModelParameters, ModelSettings, Settings
 
+from components.gpu import GpuNodes
 from components.inference_service.manifests import InferenceServiceArgs, deployment
 from components.runtimes import mlserver
-from components.gpu import GpuNodes
 from components.runtimes.mlserver import MLServerModel
 
 VERSION = {"name": "v1", "modelUri": "pvc://models/iris/v1", "weight": 100}

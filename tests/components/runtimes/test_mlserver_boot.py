@@ -18,8 +18,8 @@ import requests
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
-from components.runtimes.base import ServerPlan
 from components.gpu import GpuNodes
+from components.runtimes.base import ServerPlan
 from components.runtimes.mlserver import MLServerModel
 
 pytestmark = pytest.mark.slow
