@@ -194,6 +194,14 @@ class ModelSpecBase(ConfigModel):
             raise config_problems(problems)
         return self
 
+    def unnumbered_versions(self, server: str) -> list[tuple[str, str]]:
+        """Problems for servers that number versions (TF Serving, Triton): names without a number."""
+        return [
+            (f"versions[{i}].name", f"{server} numbers versions: end the name in a number (v1, v2, ...)")
+            for i, version in enumerate(self.versions)
+            if version.number is None
+        ]
+
     @property
     def live_weights(self) -> dict[str, int]:
         return {v.name: v.weight for v in self.versions if v.weight is not None}

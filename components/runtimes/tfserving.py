@@ -69,11 +69,7 @@ class TFServingModel(ModelSpecBase):
 
     @model_validator(mode="after")
     def _numbered_versions(self) -> TFServingModel:
-        problems = [
-            (f"versions[{i}].name", "TF Serving numbers versions: end the name in a number (v1, v2, ...)")
-            for i, version in enumerate(self.versions)
-            if version.number is None
-        ]
+        problems = self.unnumbered_versions("TF Serving")
         if problems:
             raise config_problems(problems)
         return self

@@ -114,11 +114,7 @@ class TritonModel(ModelSpecBase):
 
     @model_validator(mode="after")
     def _config(self) -> TritonModel:
-        problems = [
-            (f"versions[{i}].name", "Triton numbers versions: end the name in a number (v1, v2, ...)")
-            for i, version in enumerate(self.versions)
-            if version.number is None
-        ]
+        problems = self.unnumbered_versions("Triton")
         if self.config_pbtxt is not None:
             problems += [
                 (alias, "set either configPbtxt or this, not both")

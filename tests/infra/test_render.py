@@ -131,3 +131,20 @@ def test_unreadable_and_hostile_stack_files_are_refused(tmp_path: Path, capsys: 
         assert err.startswith("invalid stack config"), (name, err)
         assert "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_encrypted_values_render_as_masked_secrets(tmp_path: Path) -> None:
+    """`pulumi config set --secret` writes `secure:` values no offline render can decrypt."""
+    config = base_config()
+    config["inference-platform:storage"] = {
+        "s3": {"accessKeyId": "AKIA-PLAIN", "secretAccessKey": {"secure": "v1:b64ciphertext=="}}
+    }
+    stack_file = write_stack_file(tmp_path / "Pulumi.s.yaml", config)
+    out = tmp_path / "out"
+
+    assert main(["render", "--stack", "s", "--config", str(stack_file), "--out", str(out)]) == 0
+
+    secret = next(d for d in yaml.safe_load_all((out / MANIFESTS).read_text()) if d["kind"] == "Secret")
+    assert secret["stringData"] == {"AWS_ACCESS_KEY_ID": "[secret]", "AWS_SECRET_ACCESS_KEY": "[secret]"}
+    assert "b64ciphertext" not in (out / MANIFESTS).read_text()
+    assert "AKIA-PLAIN" not in (out / MANIFESTS).read_text()

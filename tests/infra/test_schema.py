@@ -58,3 +58,12 @@ def test_schema_flags_what_editors_should_flag(mutate: Any) -> None:
 def test_other_namespaces_keys_are_allowed() -> None:
     config = base_config() | {"kubernetes:context": "kind-dev"}
     validator().validate({"config": config})
+
+
+def test_credentials_may_be_encrypted_values() -> None:
+    config = base_config() | {
+        "inference-platform:storage": {"s3": {"accessKeyId": "id", "secretAccessKey": {"secure": "v1:abc"}}}
+    }
+    validator().validate({"config": config})
+    config["inference-platform:domain"] = {"secure": "v1:abc"}
+    assert list(validator().iter_errors({"config": config}))
