@@ -15,6 +15,15 @@ $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-node
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-test-nodeps.txt
 	touch $@
 
+# vLLM's own argument parser, for one test; its pins clash with MLServer's, so it has its own venv.
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/.installed: requirements-vllm.txt requirements-vllm-nodeps.txt
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements-vllm-nodeps.txt
+	$(VLLM_VENV)/bin/python -m pip install --quiet -r requirements-vllm.txt
+	touch $@
+
 render: $(BIN)/.installed
 	$(BIN)/python -m infra render --stack $(STACK)
 
@@ -27,7 +36,7 @@ lint: $(BIN)/.installed
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy infra components stacks tests bench
 
-unit: $(BIN)/.installed
+unit: $(BIN)/.installed $(VLLM_VENV)/.installed
 	$(BIN)/pytest
 
 schema: $(BIN)/.installed

@@ -14,6 +14,7 @@ _TYPED: dict[tuple[str, str], Any] = {
     ("v1", "Secret"): k8s.core.v1.Secret,
     ("v1", "Service"): k8s.core.v1.Service,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): k8s.autoscaling.v2.HorizontalPodAutoscaler,
 }
 
 # Top-level manifest keys as the typed classes name them.

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar
 
 from pydantic import Field, model_validator
 
+from components.autoscaling import AutoscalingSpec
 from components.config_base import (
     ConfigModel,
     DNS1035Label,
@@ -153,6 +154,9 @@ class ModelSpecBase(ConfigModel):
     env: list[EnvVar] = Field(default_factory=list)
     args: list[str] = Field(default_factory=list, description="Appended to the generated server arguments.")
     gpu: GpuSpec = Field(default=NoGpu(), description="none, exclusive, vgpu or shared.")
+    autoscaling: AutoscalingSpec = Field(
+        default=AutoscalingSpec(), description="Scales every version between minReplicas and maxReplicas."
+    )
     transformer: TransformerSpec | None = None
     download_size: Quantity = Field(
         default="20Gi", description="Size of the volume downloaded model files go to (s3, gs, http(s), hf)."
@@ -180,6 +184,7 @@ class ModelSpecBase(ConfigModel):
                 problems.append(
                     ("transformer.port", f"{port} is taken in the pod (the server uses {taken}, Istio 15000-15099)")
                 )
+        problems += self._autoscaling_problems()
         live = [v for v in self.versions if v.is_live]
         if not live:
             problems.append(("versions", "no live version: give at least one version a weight"))
@@ -193,6 +198,18 @@ class ModelSpecBase(ConfigModel):
         if problems:
             raise config_problems(problems)
         return self
+
+    def _autoscaling_problems(self) -> list[tuple[str, str]]:
+        problems = []
+        if self.autoscaling.gpu_utilization is not None and self.gpu.mode == "none":
+            problems.append(("autoscaling.gpuUtilization", "the model has no GPU to measure: set gpu, or drop this"))
+        if self.autoscaling.enabled:
+            fixed = ["replicas"] if "replicas" in self.model_fields_set else []
+            fixed += [f"versions[{i}].replicas" for i, v in enumerate(self.versions) if v.replicas is not None]
+            problems += [
+                (path, "set replicas or autoscaling, not both: the autoscaler owns replicas") for path in fixed
+            ]
+        return problems
 
     def unnumbered_versions(self, server: str) -> list[tuple[str, str]]:
         """Problems for servers that number versions (TF Serving, Triton): names without a number."""

@@ -5,6 +5,8 @@ Bump a version here and nowhere else; tests refuse `latest` and unpinned referen
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 # Model servers.
 MLSERVER_IMAGE = "docker.io/seldonio/mlserver:1.7.1"
 TFSERVING_IMAGE = "docker.io/tensorflow/serving:2.20.0"
@@ -17,3 +19,25 @@ VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.33.0"
 
 # Downloads model files from s3://, gs://, http(s):// and hf:// before the server starts.
 STORAGE_INITIALIZER_IMAGE = "docker.io/kserve/storage-initializer:v0.20.0"
+
+
+@dataclass(frozen=True)
+class ChartPin:
+    repository: str
+    chart: str
+    version: str
+
+
+ISTIO_REPOSITORY = "https://istio-release.storage.googleapis.com/charts"
+ISTIO_VERSION = "1.30.3"
+ISTIO_BASE = ChartPin(ISTIO_REPOSITORY, "base", ISTIO_VERSION)
+ISTIOD = ChartPin(ISTIO_REPOSITORY, "istiod", ISTIO_VERSION)
+ISTIO_GATEWAY = ChartPin(ISTIO_REPOSITORY, "gateway", ISTIO_VERSION)
+# Istio's images; the charts' source defaults point at test builds, so say which ones.
+ISTIO_HUB = "docker.io/istio"
+
+PROMETHEUS_COMMUNITY = "https://prometheus-community.github.io/helm-charts"
+PROMETHEUS = ChartPin(PROMETHEUS_COMMUNITY, "prometheus", "29.27.0")
+PROMETHEUS_ADAPTER = ChartPin(PROMETHEUS_COMMUNITY, "prometheus-adapter", "5.3.0")
+DCGM_EXPORTER = ChartPin("https://nvidia.github.io/dcgm-exporter/helm-charts", "dcgm-exporter", "4.8.2")
+HAMI = ChartPin("https://project-hami.github.io/HAMi/", "hami", "2.10.0")

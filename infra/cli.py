@@ -42,7 +42,8 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _print_summary(result: RenderResult, stack: str, out_dir: Path) -> None:
-    console = Console(highlight=False)
+    # Piped output (CI logs) gets a width that fits the component names rather than 80 columns.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
     manifests = result.manifests
     console.print(
         f"Rendered stack [bold]{stack}[/bold]: {len(manifests)} Kubernetes objects, "
@@ -53,10 +54,11 @@ def _print_summary(result: RenderResult, stack: str, out_dir: Path) -> None:
         kinds.add_row(kind, str(count))
     console.print(kinds)
     owners = result.component_labels()
-    per_component = Counter(owners[r.urn] for r in manifests + result.charts)
-    components = Table("component", "objects", title="Objects per component", title_justify="left")
-    for component, count in sorted(per_component.items()):
-        components.add_row(component, str(count))
+    objects = Counter(owners[r.urn] for r in manifests)
+    charts = Counter(owners[r.urn] for r in result.charts)
+    components = Table("component", "objects", "charts", title="Per component", title_justify="left")
+    for component in sorted(objects.keys() | charts.keys()):
+        components.add_row(component, str(objects[component]), str(charts[component]))
     console.print(components)
     for name, model in sorted((result.outputs.get("models") or {}).items()):
         console.print(f"[bold]{name}[/bold] {' '.join(model['urls'])}")

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, model_validator
 
 from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain, config_problems, duplicate_problems
+from components.dcgm_exporter import DcgmExporterConfig
 from components.gpu import GpuNodes, VirtualGpu
-from components.ingress_gateway import GatewayRef
+from components.hami import HamiConfig
+from components.ingress_gateway import IngressGatewayConfig
 from components.model_storage import StorageCredentials
+from components.prometheus import PrometheusConfig
+from components.prometheus_adapter import PrometheusAdapterConfig
 from components.runtimes import ModelSpec
 from infra.errors import ConfigError, problems_from_validation
 
@@ -25,22 +29,41 @@ PROJECT = "inference-platform"
 MAX_HOST_LENGTH = 253
 
 
-class IngressConfig(ConfigModel):
-    gateway: GatewayRef = Field(
-        default=GatewayRef(), description="The Istio Gateway every model's VirtualService binds to."
-    )
-
-
-class HamiConfig(ConfigModel):
-    enabled: bool = Field(default=False, description="GPU sharing with HAMi: lets models use gpu: vgpu.")
-
-
 class PlatformConfig(ConfigModel):
-    """The cluster-wide pieces models run on."""
+    """The cluster-wide pieces models run on; each can be switched off."""
 
-    ingress: IngressConfig = IngressConfig()
+    kubernetes_version: Annotated[str, Field(pattern=r"^1\.[0-9]+\.[0-9]+$")] | None = Field(
+        default=None, description="The cluster's version (1.30.4); HAMi runs a kube-scheduler of this version."
+    )
+    ingress: IngressGatewayConfig = Field(default_factory=IngressGatewayConfig)
+    prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
+    prometheus_adapter: PrometheusAdapterConfig = Field(default_factory=PrometheusAdapterConfig)
+    dcgm_exporter: DcgmExporterConfig = Field(default_factory=DcgmExporterConfig)
+    hami: HamiConfig = Field(default_factory=HamiConfig)
     gpu_nodes: GpuNodes = Field(default_factory=GpuNodes, description="How GPU pods find and tolerate GPU nodes.")
-    hami: HamiConfig = HamiConfig()
+
+    @model_validator(mode="after")
+    def _dependencies(self) -> PlatformConfig:
+        problems = []
+        if self.hami.enabled and self.kubernetes_version is None:
+            problems.append(
+                ("kubernetesVersion", "HAMi runs a kube-scheduler of the cluster's version: set it (1.30.4)")
+            )
+        if self.prometheus_adapter.enabled and not self.prometheus.enabled:
+            problems.append(("prometheusAdapter.enabled", "the adapter reads Prometheus: enable prometheus too"))
+        if problems:
+            raise config_problems(problems)
+        return self
+
+    @property
+    def gpu_metrics(self) -> str | None:
+        """Where per-pod GPU utilisation comes from: HAMi's per-container metric when HAMi shares
+        the GPUs (it allocates every GPU on its nodes, whole ones too), else dcgm-exporter."""
+        if self.hami.enabled:
+            return "hami"
+        if self.dcgm_exporter.enabled:
+            return "dcgm"
+        return None
 
 
 class StackConfig(ConfigModel):
@@ -79,9 +102,30 @@ class StackConfig(ConfigModel):
                         (path, f"its objects would be named '{name}', like those of {owner_path}: rename one")
                     )
         problems += self._gpu_problems()
+        problems += self._autoscaling_problems()
         if problems:
             raise config_problems(problems)
         return self
+
+    def _autoscaling_problems(self) -> list[tuple[str, str]]:
+        problems = []
+        for index, model in enumerate(self.models):
+            scaling = model.autoscaling
+            if scaling.uses_custom_metrics and not self.platform.prometheus_adapter.enabled:
+                problems.append(
+                    (
+                        f"models[{index}].autoscaling",
+                        "GPU and QPS targets are custom metrics: enable platform.prometheusAdapter",
+                    )
+                )
+            if scaling.gpu_utilization is not None and self.platform.gpu_metrics is None:
+                problems.append(
+                    (
+                        f"models[{index}].autoscaling.gpuUtilization",
+                        "nothing measures GPU use: enable platform.dcgmExporter (or platform.hami)",
+                    )
+                )
+        return problems
 
     def _gpu_problems(self) -> list[tuple[str, str]]:
         return [

@@ -38,6 +38,8 @@ class Registration:
     name: str
     custom: bool
     inputs: dict[str, Any]
+    dependencies: tuple[str, ...] = ()
+    """URNs this resource waits for (its explicit and implicit dependencies)."""
 
 
 @dataclass
@@ -117,6 +119,7 @@ class RecordingMonitor(MockMonitor):
                     name=request.name,
                     custom=bool(request.custom),
                     inputs=plain(state),
+                    dependencies=tuple(sorted(request.dependencies)),
                 )
             )
         return response

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from infra.config import StackConfig
+from stacks.platform import deploy_platform
 from stacks.serving import deploy_models
 
 
 def deploy(config: StackConfig) -> None:
-    deploy_models(config)
+    platform = deploy_platform(config)
+    deploy_models(config, platform.ready)

@@ -36,9 +36,10 @@ def storage_secret(config: StackConfig) -> dict[str, Any] | None:
     }
 
 
-def deploy_models(config: StackConfig) -> dict[str, InferenceService]:
+def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[str, InferenceService]:
+    """One InferenceService per model, after `platform` (istiod) is ready for Istio objects."""
     namespace = register(model_namespace(config))
-    dependencies: list[pulumi.Resource] = [namespace]
+    dependencies: list[pulumi.Resource] = [namespace, *platform]
     access: StorageAccess | None = None
     secret = storage_secret(config)
     if config.storage is not None:
@@ -53,6 +54,7 @@ def deploy_models(config: StackConfig) -> dict[str, InferenceService]:
                 namespace=config.namespace,
                 domain=config.domain,
                 gateway=config.platform.ingress.gateway,
+                url_scheme=config.platform.ingress.url_scheme,
                 gpu_nodes=config.platform.gpu_nodes,
                 storage=access,
             ),

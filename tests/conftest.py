@@ -109,6 +109,9 @@ def full_config() -> dict[str, Any]:
     """Every runtime, GPU mode and download scheme, a transformer and storage credentials."""
     config = base_config()
     config["inference-platform:platform"] = {
+        "kubernetesVersion": "1.30.4",
+        "ingress": {"tls": {"secretName": "models-tls"}},
+        "dcgmExporter": {"enabled": True},
         "hami": {"enabled": True},
         "gpuNodes": {"memoryMib": 81920, "nodeSelector": {"gpu": "on"}},
     }

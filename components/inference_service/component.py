@@ -20,7 +20,9 @@ class InferenceService(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:serving:InferenceService", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        # A component's depends_on does not reach its children's registrations: pass it on, so
+        # Istio objects wait for istiod (its validating webhook fails closed until it runs).
+        child = pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None)
         for manifest in model_manifests(args):
             register(manifest, child)
 

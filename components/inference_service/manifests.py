@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
+from components.autoscaling import horizontal_pod_autoscaler
 from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain
 from components.gpu import VISIBLE_DEVICES, GpuNodes
 from components.ingress_gateway import GatewayRef
@@ -110,7 +111,8 @@ def _metadata(args: InferenceServiceArgs, name: str, version: ModelVersion | Non
 
 
 def scrape_annotations(plan: ServerPlan) -> dict[str, str]:
-    """The annotations Prometheus' kubernetes_sd relabel rules keep and follow."""
+    """The annotations Prometheus' kubernetes_sd relabel rules keep and follow (on the pods;
+    Istio's injector points them at the sidecar, which serves these metrics merged with its own)."""
     return {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(plan.metrics_port),
@@ -225,13 +227,16 @@ def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan
 
 def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan) -> dict[str, Any]:
     name = version_name(args, version)
-    replicas = args.model.replicas if version.replicas is None else version.replicas
+    spec: dict[str, Any] = {}
+    if not args.model.autoscaling.enabled:
+        # With an autoscaler, replicas stay unset so Pulumi never fights it over the count.
+        spec["replicas"] = args.model.replicas if version.replicas is None else version.replicas
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _metadata(args, name, version),
-        "spec": {
-            "replicas": replicas,
+        "spec": spec
+        | {
             "revisionHistoryLimit": 5,
             "selector": {"matchLabels": selector_labels(args, version)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
@@ -247,12 +252,14 @@ def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPl
     }
 
 
-def version_service(
-    args: InferenceServiceArgs, version: ModelVersion, pod: dict[str, Any], plan: ServerPlan
-) -> dict[str, Any]:
-    """Reaches one version directly (tests, debugging a shadow) and is what Prometheus scrapes."""
+def version_service(args: InferenceServiceArgs, version: ModelVersion, pod: dict[str, Any]) -> dict[str, Any]:
+    """Reaches one version directly: tests, debugging a shadow.
+
+    It carries no scrape annotations: Prometheus scrapes the pods, where Istio serves the app's
+    metrics with Envoy's on the sidecar (plain text, so it works under STRICT mTLS); scraping the
+    Service's endpoints too would duplicate every series.
+    """
     metadata = _metadata(args, version_name(args, version), version)
-    metadata["annotations"] = scrape_annotations(plan)
     ports = [
         {"name": port["name"], "port": port["containerPort"], "targetPort": port["name"], "protocol": "TCP"}
         for container in pod["containers"]
@@ -355,6 +362,9 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
             objects.append(config_map(args, version, plan))
         workload = deployment(args, version, plan)
         objects.append(workload)
-        objects.append(version_service(args, version, workload["spec"]["template"]["spec"], plan))
+        objects.append(version_service(args, version, workload["spec"]["template"]["spec"]))
+        if args.model.autoscaling.enabled:
+            metadata = _metadata(args, version_name(args, version), version)
+            objects.append(horizontal_pod_autoscaler(metadata, args.model.autoscaling))
     objects += [model_service(args), destination_rule(args), virtual_service(args)]
     return objects

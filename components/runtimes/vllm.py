@@ -99,7 +99,6 @@ class VLLMModel(ModelSpecBase):
 
     def server_args(self, gpu_nodes: GpuNodes) -> list[str]:
         args = [
-            f"--model={MODEL_DIR}",
             f"--served-model-name={self.name}",
             "--host=0.0.0.0",
             f"--port={PORT}",
@@ -119,7 +118,8 @@ class VLLMModel(ModelSpecBase):
             version,
             default_image=pins.VLLM_IMAGE,
             default_resources=DEFAULT_RESOURCES,
-            command=["python3", "-m", "vllm.entrypoints.openai.api_server"],
+            # `vllm serve <model dir>`: the image's entrypoint; the older api_server module is deprecated.
+            command=["vllm", "serve", MODEL_DIR],
             args=self.server_args(gpu_nodes),
             env={
                 # Caches (Hugging Face, torch.compile, Triton kernels) go to the writable scratch volume.

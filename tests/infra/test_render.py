@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -26,6 +27,7 @@ def test_render_writes_every_object_with_apiversion_kind_metadata_first(render_d
         "ConfigMap",
         "Deployment",
         "Service",
+        "Gateway",
         "DestinationRule",
         "VirtualService",
     }
@@ -106,9 +108,10 @@ def test_summary_counts_objects_per_kind_and_component(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert "Rendered stack s: 19 Kubernetes objects, 0 Helm charts" in done.stdout
+    assert "Rendered stack s: 23 Kubernetes objects, 5 Helm charts" in done.stdout
     assert "│ Deployment      │ 4       │" in done.stdout
-    assert "inference-platform:serving:InferenceService::iris  │ 12" in done.stdout
+    assert "inference-platform:serving:InferenceService::iris" in done.stdout
+    assert re.search(r"IngressGateway::ingress\s*│\s*3\s*│\s*3\s*│", done.stdout), done.stdout
 
 
 def test_unreadable_and_hostile_stack_files_are_refused(tmp_path: Path, capsys: Any) -> None:

@@ -25,8 +25,8 @@ def args(spec: VLLMModel, nodes: GpuNodes | None = None) -> list[str]:
 
 def test_serves_the_mounted_model_under_the_models_name() -> None:
     spec = model(maxModelLen=8192, dtype="bfloat16")
+    assert spec.plan(spec.versions[0], GpuNodes()).container["command"] == ["vllm", "serve", "/mnt/models"]
     assert args(spec) == [
-        "--model=/mnt/models",
         "--served-model-name=llama",
         "--host=0.0.0.0",
         "--port=8000",

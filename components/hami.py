@@ -1,0 +1,70 @@
+"""HAMi: GPU sharing. Its device plugin splits GPUs into vGPUs with memory and compute caps, and
+its scheduler (a kube-scheduler with HAMi's extender) places pods that ask for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pydantic import Field
+
+from components import gpu, pins
+from components.config_base import ConfigModel, DNS1123Label
+from components.helm import merge_values, release
+
+RELEASE = "hami"
+MONITOR_PORT = 9394
+SCHEDULER_NAME = "hami-scheduler"
+
+
+class HamiConfig(ConfigModel):
+    enabled: bool = Field(default=False, description="GPU sharing with HAMi: lets models use gpu: vgpu.")
+    namespace: DNS1123Label = "kube-system"
+    values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
+
+
+def hami_values(nodes: gpu.GpuNodes, kubernetes_version: str) -> dict[str, Any]:
+    return {
+        # HAMi runs its own kube-scheduler; it must be the cluster's version.
+        "scheduler": {"kubeScheduler": {"image": {"tag": f"v{kubernetes_version}"}}},
+        # The resource names the InferenceService requests (components/gpu.py).
+        "resourceName": gpu.GPU_RESOURCE,
+        "resourceMem": gpu.GPU_MEMORY_RESOURCE,
+        "resourceMemPercentage": gpu.GPU_MEMORY_PERCENT_RESOURCE,
+        "resourceCores": gpu.GPU_CORES_RESOURCE,
+        "devicePlugin": {
+            # The device plugin runs on the same nodes whole-GPU models select.
+            "nvidiaNodeSelector": dict(sorted(nodes.node_selector.items())),
+            "tolerations": [t.to_kubernetes() for t in nodes.tolerations],
+            # Its per-container metrics (hami_container_device_utilization_ratio, ...) for Prometheus'
+            # annotation-driven discovery; ClusterIP rather than the chart's NodePort.
+            "service": {
+                "type": "ClusterIP",
+                "annotations": {
+                    "prometheus.io/scrape": "true",
+                    "prometheus.io/port": str(MONITOR_PORT),
+                    "prometheus.io/path": "/metrics",
+                },
+            },
+        },
+    }
+
+
+class Hami(pulumi.ComponentResource):
+    """Installed with helm.v3.Release, not helm.v4.Chart: HAMi makes its admission webhook's
+    certificate in Helm hook Jobs (pre-install, then post-install to patch the caBundle), and
+    only real Helm runs hooks in order."""
+
+    def __init__(
+        self,
+        name: str,
+        config: HamiConfig,
+        nodes: gpu.GpuNodes,
+        kubernetes_version: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("inference-platform:platform:Hami", name, None, opts)
+        values = merge_values(hami_values(nodes, kubernetes_version), config.values)
+        release(RELEASE, pins.HAMI, config.namespace, values, pulumi.ResourceOptions(parent=self))
+        self.scheduler = pulumi.Output.from_input(SCHEDULER_NAME)
+        self.register_outputs({"scheduler": self.scheduler})

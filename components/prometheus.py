@@ -1,0 +1,162 @@
+"""Prometheus (the prometheus-community chart, no operator) with a scrape configuration we generate.
+
+Targets are found through Kubernetes service discovery and kept or dropped by annotation, the
+convention the seeds use: `prometheus.io/scrape: "true"` opts in, `prometheus.io/scheme`,
+`/path` and `/port` say where the metrics are. The chart's default jobs are switched off so the
+scrape configuration is exactly what is below, and what the tests run a real Prometheus on.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pulumi
+from pydantic import Field
+
+from components import pins
+from components.config_base import ConfigModel, DNS1123Label, Duration, Quantity
+from components.helm import chart, merge_values
+from components.kube import register
+
+RELEASE = "prometheus"
+# The chart names the server Service <release>-server when the release name contains "prometheus".
+SERVER_SERVICE = f"{RELEASE}-server"
+SERVER_PORT = 80
+
+# The chart's built-in jobs (chart 29.x); each is turned off by name, since Pulumi cannot send
+# the `scrapeConfigs: null` that would drop them all.
+CHART_DEFAULT_JOBS = (
+    "prometheus",
+    "kubernetes-api-servers",
+    "kubernetes-nodes",
+    "kubernetes-nodes-cadvisor",
+    "kubernetes-service-endpoints",
+    "kubernetes-service-endpoints-slow",
+    "prometheus-pushgateway",
+    "kubernetes-services",
+    "kubernetes-pods",
+    "kubernetes-pods-slow",
+)
+SUBCHARTS = ("alertmanager", "kube-state-metrics", "prometheus-node-exporter", "prometheus-pushgateway")
+
+
+def _annotation_relabels(kind: str) -> list[dict[str, Any]]:
+    """Keep targets whose Service (or pod) opts in, and follow its scheme, path and port annotations."""
+    annotation = f"__meta_kubernetes_{kind}_annotation_prometheus_io"
+    return [
+        {"source_labels": [f"{annotation}_scrape"], "action": "keep", "regex": "true"},
+        {
+            "source_labels": [f"{annotation}_scheme"],
+            "action": "replace",
+            "target_label": "__scheme__",
+            "regex": "(https?)",
+        },
+        {
+            "source_labels": [f"{annotation}_path"],
+            "action": "replace",
+            "target_label": "__metrics_path__",
+            "regex": "(.+)",
+        },
+        {
+            "source_labels": ["__address__", f"{annotation}_port"],
+            "action": "replace",
+            "target_label": "__address__",
+            "regex": r"(.+?)(?::\d+)?;(\d+)",
+            "replacement": "$1:$2",
+        },
+    ]
+
+
+def service_endpoints_job() -> dict[str, Any]:
+    """Every endpoint of an annotated Service (exporters: dcgm-exporter, HAMi's monitor, ...)."""
+    return {
+        "job_name": "kubernetes-service-endpoints",
+        # Exporters that report for other pods (dcgm-exporter names the pod owning a GPU) keep
+        # their own namespace, pod and container labels.
+        "honor_labels": True,
+        "kubernetes_sd_configs": [{"role": "endpointslice"}],
+        "relabel_configs": [
+            *_annotation_relabels("service"),
+            {"action": "labelmap", "regex": "__meta_kubernetes_service_label_(.+)"},
+            {
+                "source_labels": ["__meta_kubernetes_namespace"],
+                "action": "replace",
+                "target_label": "kubernetes_namespace",
+            },
+            {
+                "source_labels": ["__meta_kubernetes_service_name"],
+                "action": "replace",
+                "target_label": "kubernetes_name",
+            },
+        ],
+    }
+
+
+def pods_job() -> dict[str, Any]:
+    """Every annotated pod. Istio's injector points meshed pods' annotations at the sidecar's
+    :15020, which serves the app's metrics and Envoy's (istio_requests_total) together."""
+    return {
+        "job_name": "kubernetes-pods",
+        "honor_labels": True,
+        "kubernetes_sd_configs": [{"role": "pod"}],
+        "relabel_configs": [
+            *_annotation_relabels("pod"),
+            {"source_labels": ["__meta_kubernetes_pod_phase"], "action": "drop", "regex": "Pending|Succeeded|Failed"},
+            {"action": "labelmap", "regex": "__meta_kubernetes_pod_label_(.+)"},
+            {"source_labels": ["__meta_kubernetes_namespace"], "action": "replace", "target_label": "namespace"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "action": "replace", "target_label": "pod"},
+        ],
+    }
+
+
+def scrape_configs() -> list[dict[str, Any]]:
+    return [service_endpoints_job(), pods_job()]
+
+
+class PrometheusConfig(ConfigModel):
+    enabled: bool = True
+    namespace: DNS1123Label = "monitoring"
+    retention: Annotated[str, Field(pattern=r"^[0-9]+(ms|s|m|h|d|w|y)$")] = "15d"
+    retention_size: Annotated[str, Field(pattern=r"^[0-9]+(KB|MB|GB|TB|PB)$")] | None = None
+    scrape_interval: Duration = "30s"
+    storage_size: Quantity = "50Gi"
+    storage_class: str | None = None
+    values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
+
+    @property
+    def url(self) -> str:
+        return f"http://{SERVER_SERVICE}.{self.namespace}.svc"
+
+
+def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
+    volume: dict[str, Any] = {"enabled": True, "size": str(config.storage_size)}
+    if config.storage_class is not None:
+        volume["storageClass"] = config.storage_class
+    server: dict[str, Any] = {
+        "retention": config.retention,
+        "persistentVolume": volume,
+        "global": {"scrape_interval": config.scrape_interval, "evaluation_interval": config.scrape_interval},
+    }
+    if config.retention_size is not None:
+        server["retentionSize"] = config.retention_size
+    return {
+        "server": server,
+        "scrapeConfigs": {job: {"enabled": False} for job in CHART_DEFAULT_JOBS},
+        "serverFiles": {"prometheus.yml": {"scrape_configs": scrape_configs()}},
+        **{subchart: {"enabled": False} for subchart in SUBCHARTS},
+    }
+
+
+class Prometheus(pulumi.ComponentResource):
+    url: pulumi.Output[str]
+
+    def __init__(self, name: str, config: PrometheusConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-platform:platform:Prometheus", name, None, opts)
+        ns = register(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": config.namespace}},
+            pulumi.ResourceOptions(parent=self),
+        )
+        values = merge_values(prometheus_values(config), config.values)
+        chart(RELEASE, pins.PROMETHEUS, config.namespace, values, pulumi.ResourceOptions(parent=self, depends_on=[ns]))
+        self.url = pulumi.Output.from_input(f"{config.url}:{SERVER_PORT}")
+        self.register_outputs({"url": self.url})

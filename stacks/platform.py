@@ -1,0 +1,51 @@
+"""The cluster platform layer: ingress, metrics, GPU monitoring and sharing, each switchable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+
+from components.dcgm_exporter import DcgmExporter
+from components.hami import Hami
+from components.ingress_gateway import IngressGateway, IngressGatewayArgs
+from components.prometheus import SERVER_PORT, Prometheus
+from components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
+from infra.config import StackConfig
+
+
+@dataclass
+class Platform:
+    ready: list[pulumi.Resource] = field(default_factory=list)
+    """What model resources wait for (istiod, whose webhook checks every Istio object)."""
+
+
+def deploy_platform(config: StackConfig) -> Platform:
+    platform = config.platform
+    result = Platform()
+    outputs: dict[str, pulumi.Input[str]] = {}
+    if platform.ingress.enabled:
+        ingress = IngressGateway("ingress", IngressGatewayArgs(config=platform.ingress, domain=config.domain))
+        result.ready += ingress.ready
+        outputs |= {"gateway": ingress.gateway, "gatewayService": ingress.service}
+    if platform.prometheus.enabled:
+        prometheus = Prometheus("prometheus", platform.prometheus)
+        outputs["prometheus"] = prometheus.url
+        if platform.prometheus_adapter.enabled:
+            PrometheusAdapter(
+                "prometheus-adapter",
+                PrometheusAdapterArgs(
+                    config=platform.prometheus_adapter,
+                    namespace=platform.prometheus.namespace,
+                    prometheus_url=platform.prometheus.url,
+                    prometheus_port=SERVER_PORT,
+                    gpu_source=platform.gpu_metrics or "dcgm",
+                ),
+                opts=pulumi.ResourceOptions(depends_on=[prometheus]),
+            )
+    if platform.dcgm_exporter.enabled:
+        DcgmExporter("dcgm-exporter", platform.dcgm_exporter, platform.gpu_nodes)
+    if platform.hami.enabled and platform.kubernetes_version is not None:
+        Hami("hami", platform.hami, platform.gpu_nodes, platform.kubernetes_version)
+    pulumi.export("platform", outputs)
+    return result

@@ -1,0 +1,120 @@
+"""Autoscaling: one autoscaling/v2 HPA per version, and Deployments that leave replicas to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from components.inference_service.manifests import InferenceServiceArgs, model_manifests
+from components.runtimes.triton import TritonModel
+from tests.owner_schemas import validate_kubernetes
+
+TENSORS = {
+    "inputs": [{"name": "x", "dataType": "FP32", "dims": [4]}],
+    "outputs": [{"name": "y", "dataType": "FP32", "dims": [2]}],
+}
+
+
+def render(**settings: Any) -> list[dict[str, Any]]:
+    spec = TritonModel.model_validate(
+        {
+            "name": "resnet",
+            "runtime": "triton",
+            "format": "onnx",
+            "gpu": "exclusive",
+            "versions": [
+                {"name": "v1", "modelUri": "pvc://m/r/1", "weight": 90},
+                {"name": "v2", "modelUri": "pvc://m/r/2", "weight": 10},
+            ],
+            **TENSORS,
+            **settings,
+        }
+    )
+    return model_manifests(InferenceServiceArgs(model=spec, namespace="service", domain="models.example.com"))
+
+
+def of_kind(manifests: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [m for m in manifests if m["kind"] == kind]
+
+
+def test_an_hpa_per_version_scales_on_every_requested_signal() -> None:
+    manifests = render(
+        autoscaling={
+            "minReplicas": 2,
+            "maxReplicas": 8,
+            "cpuUtilization": 70,
+            "memoryUtilization": 80,
+            "gpuUtilization": 60,
+            "requestsPerSecond": 2.5,
+            "scaleDownStabilizationSeconds": 600,
+        }
+    )
+
+    hpas = of_kind(manifests, "HorizontalPodAutoscaler")
+    assert [h["metadata"]["name"] for h in hpas] == ["resnet-v1", "resnet-v2"]
+    spec = hpas[0]["spec"]
+    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "resnet-v1"}
+    assert (spec["minReplicas"], spec["maxReplicas"]) == (2, 8)
+    assert spec["metrics"] == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}},
+        {
+            "type": "Resource",
+            "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 80}},
+        },
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": "container_gpu_usage"},
+                "target": {"type": "AverageValue", "averageValue": "600m"},
+            },
+        },
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": "requests_per_second"},
+                "target": {"type": "AverageValue", "averageValue": "2500m"},
+            },
+        },
+    ]
+    assert spec["behavior"] == {"scaleDown": {"stabilizationWindowSeconds": 600}}
+    for manifest in manifests:
+        if not manifest["apiVersion"].startswith("networking.istio.io"):
+            validate_kubernetes(manifest)
+
+
+def test_deployments_leave_replicas_to_the_autoscaler() -> None:
+    scaled = render(autoscaling={"minReplicas": 1, "maxReplicas": 3, "gpuUtilization": 60})
+    fixed = render(replicas=2)
+
+    assert all("replicas" not in d["spec"] for d in of_kind(scaled, "Deployment"))
+    assert [d["spec"]["replicas"] for d in of_kind(fixed, "Deployment")] == [2, 2]
+    assert not of_kind(fixed, "HorizontalPodAutoscaler")
+
+
+def test_equal_bounds_mean_no_autoscaler() -> None:
+    manifests = render(autoscaling={"minReplicas": 3, "maxReplicas": 3})
+    assert not of_kind(manifests, "HorizontalPodAutoscaler")
+    assert [d["spec"]["replicas"] for d in of_kind(manifests, "Deployment")] == [1, 1]
+
+
+def test_without_targets_the_default_cpu_target_is_written_out() -> None:
+    (hpa, _) = of_kind(render(autoscaling={"maxReplicas": 4}), "HorizontalPodAutoscaler")
+    assert hpa["spec"]["metrics"] == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "5 is more than maxReplicas (2)"),
+        ({"gpu": "none", "autoscaling": {"maxReplicas": 3, "gpuUtilization": 50}}, "the model has no GPU"),
+        ({"replicas": 3, "autoscaling": {"maxReplicas": 3}}, "set replicas or autoscaling, not both"),
+        ({"autoscaling": {"maxReplicas": 3, "gpuUtilization": 150}}, "less than or equal to 100"),
+    ],
+)
+def test_impossible_autoscaling_is_a_config_error(settings: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValidationError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        render(**settings)
