@@ -219,6 +219,51 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "taken in the pod",
     ),
     (
+        "hami-without-kubernetes-version",
+        set_key("inference-platform:platform", {"hami": {"enabled": True}}),
+        "platform.kubernetesVersion",
+        "HAMi runs a kube-scheduler",
+    ),
+    (
+        "adapter-without-prometheus",
+        set_key("inference-platform:platform", {"prometheus": {"enabled": False}}),
+        "platform.prometheusAdapter.enabled",
+        "enable prometheus",
+    ),
+    (
+        "qps-autoscaling-without-adapter",
+        lambda c: (
+            c.update({"inference-platform:platform": {"prometheusAdapter": {"enabled": False}}}),
+            iris(c).update(autoscaling={"maxReplicas": 3, "requestsPerSecond": 10}),
+        ),
+        "models[0].autoscaling",
+        "enable platform.prometheusAdapter",
+    ),
+    (
+        "gpu-autoscaling-without-gpu-metrics",
+        lambda c: iris(c).update(gpu="exclusive", autoscaling={"maxReplicas": 3, "gpuUtilization": 60}),
+        "models[0].autoscaling.gpuUtilization",
+        "enable platform.dcgmExporter",
+    ),
+    (
+        "autoscaling-min-over-max",
+        lambda c: iris(c).update(autoscaling={"minReplicas": 4, "maxReplicas": 2}),
+        "models[0].autoscaling.minReplicas",
+        "more than maxReplicas",
+    ),
+    (
+        "bad-gateway-service-type",
+        set_key("inference-platform:platform", {"ingress": {"serviceType": "Ingress"}}),
+        "platform.ingress.serviceType",
+        "'LoadBalancer', 'NodePort' or 'ClusterIP'",
+    ),
+    (
+        "node-port-out-of-range",
+        set_key("inference-platform:platform", {"ingress": {"nodePorts": {"http": 80}}}),
+        "platform.ingress.nodePorts.http",
+        "greater than or equal to 30000",
+    ),
+    (
         "transformer-without-image",
         lambda c: iris(c).update(transformer={"port": 9000}),
         "models[0].transformer.image",

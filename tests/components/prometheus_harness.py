@@ -1,0 +1,99 @@
+"""Running the real Prometheus (Debian's build) on the generated scrape configuration.
+
+Debian builds Prometheus without Kubernetes service discovery, so each job's
+`kubernetes_sd_configs` is swapped for `file_sd_configs` whose targets carry the labels
+Kubernetes discovery would attach (`__meta_kubernetes_*`). The relabel rules stay untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from tests.components.runtimes.test_mlserver_boot import free_port
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+
+
+def with_file_discovery(jobs: list[dict[str, Any]], directory: Path) -> list[dict[str, Any]]:
+    """The jobs with Kubernetes discovery replaced by one targets file per job."""
+    swapped = copy.deepcopy(jobs)
+    for job in swapped:
+        assert job.pop("kubernetes_sd_configs"), job["job_name"]
+        job["file_sd_configs"] = [{"files": [str(directory / f"{job['job_name']}.yml")]}]
+    return swapped
+
+
+def write_targets(directory: Path, job: str, targets: list[dict[str, str]]) -> None:
+    """Targets as Kubernetes discovery would report them: an address and meta labels each."""
+    groups = [
+        {"targets": [t["__address__"]], "labels": {k: v for k, v in t.items() if k != "__address__"}} for t in targets
+    ]
+    (directory / f"{job}.yml").write_text(yaml.safe_dump(groups))
+
+
+def config_file(directory: Path, jobs: list[dict[str, Any]], scrape_interval: str = "1s") -> Path:
+    path = directory / "prometheus.yml"
+    document = {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
+        "scrape_configs": with_file_discovery(jobs, directory),
+    }
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+@dataclass(frozen=True)
+class RunningPrometheus:
+    url: str
+
+    def api(self, path: str, **params: str) -> Any:
+        response = requests.get(f"{self.url}/api/v1/{path}", params=params, timeout=5)
+        response.raise_for_status()
+        return response.json()["data"]
+
+    def query(self, expression: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.api("query", query=expression)["result"]
+        return result
+
+
+@contextmanager
+def prometheus(directory: Path, config: Path) -> Iterator[RunningPrometheus]:
+    port = free_port()
+    log = (directory / "prometheus.log").open("w")
+    process = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={directory / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    running = RunningPrometheus(f"http://127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert process.poll() is None, (directory / "prometheus.log").read_text()
+            try:
+                if requests.get(f"{running.url}/-/ready", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        yield running
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        log.close()

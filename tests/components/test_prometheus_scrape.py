@@ -1,0 +1,196 @@
+"""The generated scrape jobs, run by a real Prometheus against exporters on loopback."""
+
+from __future__ import annotations
+
+import http.server
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from components.prometheus import PrometheusConfig, pods_job, prometheus_values, scrape_configs, service_endpoints_job
+from tests.components.prometheus_harness import (
+    PROMTOOL,
+    RunningPrometheus,
+    config_file,
+    prometheus,
+    write_targets,
+)
+
+pytestmark = pytest.mark.slow
+
+GPU_SERIES = 'DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="service",pod="resnet-v1-7d9f",container="predictor"} 60\n'
+APP_SERIES = 'model_infer_request_success{model="iris"} 7\n'
+
+
+class _Exporter(http.server.BaseHTTPRequestHandler):
+    """Serves fixed metrics at a few paths, like an exporter or a sidecar would."""
+
+    bodies: ClassVar[dict[str, str]] = {
+        "/custom/metrics": GPU_SERIES,
+        "/stats/prometheus": APP_SERIES,
+        "/metrics": "up_marker 1\n",
+    }
+
+    def do_GET(self) -> None:
+        body = self.bodies.get(self.path)
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write((body or "").encode())
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def exporter_port() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def service_target(name: str, **annotations: str) -> dict[str, str]:
+    """An endpoint of a Service as endpointslice discovery reports it."""
+    target = {
+        "__address__": "127.0.0.1:1",  # the endpoint's own port: the port annotation must redirect it
+        "__meta_kubernetes_namespace": "gpu-monitoring",
+        "__meta_kubernetes_service_name": name,
+        "__meta_kubernetes_service_label_app_kubernetes_io_name": name,
+    }
+    return target | {
+        f"__meta_kubernetes_service_annotation_prometheus_io_{key}": value for key, value in annotations.items()
+    }
+
+
+def pod_target(name: str, phase: str, **annotations: str) -> dict[str, str]:
+    target = {
+        "__address__": "127.0.0.1:1",
+        "__meta_kubernetes_namespace": "service",
+        "__meta_kubernetes_pod_name": name,
+        "__meta_kubernetes_pod_phase": phase,
+        "__meta_kubernetes_pod_label_app": "iris",
+        "__meta_kubernetes_pod_label_version": "v1",
+    }
+    return target | {
+        f"__meta_kubernetes_pod_annotation_prometheus_io_{key}": value for key, value in annotations.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory, exporter_port: int) -> Iterator[RunningPrometheus]:
+    directory = tmp_path_factory.mktemp("prometheus")
+    port = str(exporter_port)
+    write_targets(
+        directory,
+        "kubernetes-service-endpoints",
+        [
+            service_target("dcgm-exporter", scrape="true", port=port, path="/custom/metrics"),
+            service_target("plain-https", scrape="true", port=port, scheme="https"),
+            service_target("opted-out", scrape="false", port=port),
+            service_target("unannotated"),
+        ],
+    )
+    write_targets(
+        directory,
+        "kubernetes-pods",
+        [
+            pod_target("iris-v1-abc", "Running", scrape="true", port=port, path="/stats/prometheus"),
+            pod_target("iris-v1-old", "Succeeded", scrape="true", port=port, path="/stats/prometheus"),
+            pod_target("sidecarless", "Running"),
+        ],
+    )
+    with prometheus(directory, config_file(directory, scrape_configs())) as server:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(server.api("targets")["activeTargets"]) < 3:
+            time.sleep(0.3)  # discovery hands the targets files to the scrape pools
+        yield server
+
+
+def wait_for(running: RunningPrometheus, expression: str, seconds: float = 20) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        result = running.query(expression)
+        if result:
+            return result
+        time.sleep(0.5)
+    raise AssertionError(f"no series for {expression}")
+
+
+def targets(running: RunningPrometheus) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    data = running.api("targets")
+    return data["activeTargets"], data["droppedTargets"]
+
+
+def test_only_opted_in_targets_are_kept(running: RunningPrometheus) -> None:
+    active, dropped = targets(running)
+
+    kept = sorted(t["labels"].get("kubernetes_name") or t["labels"]["pod"] for t in active)
+    assert kept == ["dcgm-exporter", "iris-v1-abc", "plain-https"]
+    dropped_names = sorted(
+        t["discoveredLabels"].get("__meta_kubernetes_service_name")
+        or t["discoveredLabels"]["__meta_kubernetes_pod_name"]
+        for t in dropped
+    )
+    assert dropped_names == ["iris-v1-old", "opted-out", "sidecarless", "unannotated"]
+
+
+def test_annotations_rewrite_port_path_and_scheme(running: RunningPrometheus, exporter_port: int) -> None:
+    active, _ = targets(running)
+    urls = {t["labels"].get("kubernetes_name") or t["labels"]["pod"]: t["scrapeUrl"] for t in active}
+
+    assert urls["dcgm-exporter"] == f"http://127.0.0.1:{exporter_port}/custom/metrics"
+    assert urls["plain-https"] == f"https://127.0.0.1:{exporter_port}/metrics"
+    assert urls["iris-v1-abc"] == f"http://127.0.0.1:{exporter_port}/stats/prometheus"
+
+
+def test_service_labels_and_kubernetes_names_are_added(running: RunningPrometheus) -> None:
+    (series,) = wait_for(running, 'up{kubernetes_name="dcgm-exporter"}')
+    labels = series["metric"]
+    assert labels["kubernetes_namespace"] == "gpu-monitoring"
+    assert labels["app_kubernetes_io_name"] == "dcgm-exporter"
+
+
+def test_exporter_labels_name_the_workload_pod_not_the_exporter(running: RunningPrometheus) -> None:
+    (series,) = wait_for(running, "DCGM_FI_DEV_GPU_UTIL")
+    labels = series["metric"]
+    assert (labels["namespace"], labels["pod"], labels["container"]) == ("service", "resnet-v1-7d9f", "predictor")
+    assert labels["kubernetes_name"] == "dcgm-exporter"
+    assert series["value"][1] == "60"
+
+
+def test_pod_metrics_carry_namespace_pod_and_pod_labels(running: RunningPrometheus) -> None:
+    (series,) = wait_for(running, "model_infer_request_success")
+    labels = series["metric"]
+    assert (labels["namespace"], labels["pod"], labels["app"], labels["version"]) == (
+        "service",
+        "iris-v1-abc",
+        "iris",
+        "v1",
+    )
+
+
+def test_promtool_accepts_the_generated_configuration(tmp_path: Path) -> None:
+    config = config_file(tmp_path, scrape_configs(), scrape_interval="30s")
+    for job in ("kubernetes-service-endpoints", "kubernetes-pods"):
+        (tmp_path / f"{job}.yml").write_text("[]\n")
+
+    done = subprocess.run([PROMTOOL, "check", "config", str(config)], capture_output=True, text=True, check=False)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout + done.stderr
+
+
+def test_the_chart_gets_exactly_these_jobs_and_nothing_by_default() -> None:
+    values = prometheus_values(PrometheusConfig())
+
+    assert values["serverFiles"]["prometheus.yml"]["scrape_configs"] == [service_endpoints_job(), pods_job()]
+    assert all(job == {"enabled": False} for job in values["scrapeConfigs"].values())
+    assert len(values["scrapeConfigs"]) == 10
+    for subchart in ("alertmanager", "kube-state-metrics", "prometheus-node-exporter", "prometheus-pushgateway"):
+        assert values[subchart] == {"enabled": False}

@@ -1,0 +1,176 @@
+"""The platform layer through the real program: pinned charts, their values, and install order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from components import gpu, pins
+from infra.render import Registration, RenderResult
+from infra.render_files import chart_documents
+from tests.conftest import base_config, full_config
+
+Render = Callable[[dict[str, Any]], RenderResult]
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> RenderResult:
+    from infra.render import run_program
+    from infra.stack_file import read_stack_file
+    from tests.conftest import write_stack_file
+
+    path = write_stack_file(tmp_path_factory.mktemp("platform") / "Pulumi.full.yaml", full_config())
+    return run_program("full", read_stack_file(path))
+
+
+def charts(result: RenderResult) -> dict[str, dict[str, Any]]:
+    return {chart["name"]: chart for chart in chart_documents(result)}
+
+
+def registration(result: RenderResult, type_: str, name: str) -> Registration:
+    return next(r for r in result.registrations if r.type == type_ and r.name == name)
+
+
+def depends_on(result: RenderResult, dependent: Registration) -> set[str]:
+    names = {r.urn: r.name for r in result.registrations}
+    return {names[urn] for urn in dependent.dependencies if urn in names}
+
+
+def test_every_chart_comes_from_its_pin(full: RenderResult) -> None:
+    expected = {
+        "istio-base": (pins.ISTIO_BASE, "istio-system", "helm.v4.Chart"),
+        "istiod": (pins.ISTIOD, "istio-system", "helm.v4.Chart"),
+        "istio-ingressgateway": (pins.ISTIO_GATEWAY, "istio-ingress", "helm.v4.Chart"),
+        "prometheus": (pins.PROMETHEUS, "monitoring", "helm.v4.Chart"),
+        "prometheus-adapter": (pins.PROMETHEUS_ADAPTER, "monitoring", "helm.v4.Chart"),
+        "dcgm-exporter": (pins.DCGM_EXPORTER, "gpu-monitoring", "helm.v4.Chart"),
+        "hami": (pins.HAMI, "kube-system", "helm.v3.Release"),
+    }
+    found = charts(full)
+    assert found.keys() == expected.keys()
+    for name, (pin, namespace, kind) in expected.items():
+        chart = found[name]
+        assert (chart["repository"], chart["chart"], chart["version"]) == (pin.repository, pin.chart, pin.version)
+        assert (chart["namespace"], chart["kind"]) == (namespace, kind)
+
+
+def test_istio_installs_in_order_and_istio_objects_wait_for_istiod(full: RenderResult) -> None:
+    chart_type = "kubernetes:helm.sh/v4:Chart"
+    assert "istio-base" in depends_on(full, registration(full, chart_type, "istiod"))
+    assert {"istiod", "istio-ingress"} <= depends_on(full, registration(full, chart_type, "istio-ingressgateway"))
+    gateway = registration(full, "kubernetes:networking.istio.io/v1:Gateway", "inference-gateway")
+    assert "istiod" in depends_on(full, gateway)
+    istio_objects = [r for r in full.manifests if r.type.startswith("kubernetes:networking.istio.io/v1:")]
+    owners = full.component_labels()
+    model_objects = [r for r in full.manifests if owners[r.urn].startswith("inference-platform:serving:")]
+    assert len(model_objects) > 30
+    for dependent in istio_objects + model_objects:
+        assert "istiod" in depends_on(full, dependent), dependent.name
+
+
+def test_istio_values_avoid_the_validator_conflict_and_label_the_gateway(full: RenderResult) -> None:
+    found = charts(full)
+    for name in ("istio-base", "istiod"):
+        assert found[name]["values"]["base"]["validationFailurePolicy"] == "Fail"
+    gateway = found["istio-ingressgateway"]["values"]
+    assert gateway["labels"] == {"istio": "ingressgateway"}
+    assert gateway["service"]["type"] == "LoadBalancer"
+    assert all("nodePort" not in port for port in gateway["service"]["ports"])
+    assert found["istiod"]["values"]["global"]["tag"] == pins.ISTIO_VERSION
+
+
+def test_the_gateway_serves_every_model_host_with_tls(full: RenderResult) -> None:
+    gateway = registration(full, "kubernetes:networking.istio.io/v1:Gateway", "inference-gateway").inputs
+    http, https = gateway["spec"]["servers"]
+    assert gateway["spec"]["selector"] == {"istio": "ingressgateway"}
+    assert http["hosts"] == https["hosts"] == ["*.models.example.com", "models.example.com"]
+    assert http["tls"] == {"httpsRedirect": True}
+    assert https["tls"] == {"mode": "SIMPLE", "credentialName": "models-tls"}
+    assert full.outputs["models"]["iris"]["urls"][0] == "https://iris.models.example.com/"
+
+
+def test_node_ports_for_kind(render_config: Render) -> None:
+    config = base_config() | {"inference-platform:platform": {"ingress": {"serviceType": "NodePort"}}}
+    gateway = charts(render_config(config))["istio-ingressgateway"]["values"]["service"]
+    assert gateway["type"] == "NodePort"
+    assert {p["name"]: p.get("nodePort") for p in gateway["ports"]} == {
+        "status-port": None,
+        "http2": 30080,
+        "https": 30443,
+    }
+
+
+def test_gpu_components_agree_with_what_models_request(full: RenderResult) -> None:
+    found = charts(full)
+    hami = found["hami"]["values"]
+    assert hami["scheduler"]["kubeScheduler"]["image"]["tag"] == "v1.30.4"
+    assert (hami["resourceName"], hami["resourceMem"], hami["resourceMemPercentage"], hami["resourceCores"]) == (
+        gpu.GPU_RESOURCE,
+        gpu.GPU_MEMORY_RESOURCE,
+        gpu.GPU_MEMORY_PERCENT_RESOURCE,
+        gpu.GPU_CORES_RESOURCE,
+    )
+    assert hami["devicePlugin"]["nvidiaNodeSelector"] == {"gpu": "on"}
+    assert hami["devicePlugin"]["service"]["annotations"]["prometheus.io/port"] == "9394"
+
+    dcgm = found["dcgm-exporter"]["values"]
+    assert dcgm["serviceMonitor"] == {"enabled": False}
+    assert dcgm["service"]["annotations"] == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9400",
+        "prometheus.io/path": "/metrics",
+    }
+    assert dcgm["nodeSelector"] == {"gpu": "on"}
+    assert dcgm["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+    # Under HAMi, container_gpu_usage comes from HAMi's per-container metric.
+    adapter = found["prometheus-adapter"]["values"]["rules"]["custom"]
+    assert adapter[0]["seriesQuery"].startswith("hami_container_device_utilization_ratio{")
+
+
+def test_without_hami_gpu_usage_comes_from_dcgm(render_config: Render) -> None:
+    config = base_config() | {"inference-platform:platform": {"dcgmExporter": {"enabled": True}}}
+    adapter = charts(render_config(config))["prometheus-adapter"]["values"]["rules"]["custom"]
+    assert adapter[0]["seriesQuery"].startswith("DCGM_FI_DEV_GPU_UTIL{")
+
+
+def test_raw_values_are_laid_over_the_generated_ones(render_config: Render) -> None:
+    config = base_config() | {
+        "inference-platform:platform": {
+            "prometheus": {"values": {"server": {"resources": {"requests": {"memory": "4Gi"}}, "retention": "30d"}}},
+            "ingress": {"values": {"istiod": {"pilot": {"resources": {"requests": {"cpu": "1"}}}}}},
+        }
+    }
+    found = charts(render_config(config))
+    server = found["prometheus"]["values"]["server"]
+    assert server["resources"] == {"requests": {"memory": "4Gi"}}
+    assert server["retention"] == "30d"
+    assert server["persistentVolume"] == {"enabled": True, "size": "50Gi"}  # generated values stay
+    assert found["istiod"]["values"]["pilot"] == {"resources": {"requests": {"cpu": "1"}}}
+
+
+def test_each_component_can_be_switched_off(render_config: Render) -> None:
+    config = base_config() | {
+        "inference-platform:platform": {
+            "ingress": {"enabled": False},
+            "prometheus": {"enabled": False},
+            "prometheusAdapter": {"enabled": False},
+        }
+    }
+    result = render_config(config)
+    assert not result.charts
+    virtual_service = registration(result, "kubernetes:networking.istio.io/v1:VirtualService", "iris").inputs
+    assert virtual_service["spec"]["gateways"] == ["istio-ingress/inference-gateway"]
+
+
+def test_platform_components_are_typed_components(full: RenderResult) -> None:
+    components = {r.type for r in full.registrations if not r.custom}
+    assert {
+        "inference-platform:platform:IngressGateway",
+        "inference-platform:platform:Prometheus",
+        "inference-platform:platform:PrometheusAdapter",
+        "inference-platform:platform:DcgmExporter",
+        "inference-platform:platform:Hami",
+    } <= components
