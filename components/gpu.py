@@ -158,9 +158,10 @@ def _short_form(value: Any) -> Any:
     return {"mode": value} if isinstance(value, str) else value
 
 
-GpuSpec = Annotated[
-    NoGpu | ExclusiveGpu | VirtualGpu | SharedGpu,
-    Field(discriminator="mode"),
-    BeforeValidator(_short_form),
-]
 GPU_MODES = ("none", "exclusive", "vgpu", "shared")
+_GpuModels = Annotated[NoGpu | ExclusiveGpu | VirtualGpu | SharedGpu, Field(discriminator="mode")]
+GpuSpec = Annotated[
+    _GpuModels,
+    # The schema editors see: a mode name (the short form) or one of the settings objects.
+    BeforeValidator(_short_form, json_schema_input_type=Literal["none", "exclusive", "vgpu", "shared"] | _GpuModels),
+]

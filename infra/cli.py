@@ -15,6 +15,7 @@ from rich.table import Table
 from infra.config import PROJECT, parse_stack_config, project_values
 from infra.diff import diff_renders, markdown_report
 from infra.errors import ConfigError
+from infra.promote import Promotion, PromotionError, parse_assignments, promote
 from infra.render import RenderResult, run_program
 from infra.render_files import render_texts, write_render
 from infra.schema import stack_file_schema
@@ -73,6 +74,26 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _promote(args: argparse.Namespace) -> int:
+    try:
+        promotion = Promotion(
+            model=args.model,
+            weights=parse_assignments(args.weights, "--weights", int) if args.weights else {},
+            mirrors=parse_assignments(args.mirror, "--mirror", float) if args.mirror else {},
+            add_version=args.add_version,
+            model_uri=args.model_uri,
+            retire=tuple(filter(None, (args.retire or "").split(","))),
+        )
+        promote(args.stack, Path(args.config or f"Pulumi.{args.stack}.yaml"), promotion, sys.stdout)
+    except PromotionError as error:
+        print(f"promote: {error}; nothing was written", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    return 0
+
+
 def _schema(_: argparse.Namespace) -> int:
     print(json.dumps(stack_file_schema(), indent=2, sort_keys=True))
     return 0
@@ -92,6 +113,22 @@ def parser() -> argparse.ArgumentParser:
     diff.add_argument("old")
     diff.add_argument("new")
     diff.set_defaults(handler=_diff)
+
+    promote = commands.add_parser(
+        "promote",
+        help="move traffic between a model's versions in Pulumi.<stack>.yaml, then print the render diff",
+        description="Moves run in this order: --add-version, --weights, --mirror, --retire; the result is "
+        "validated before the file is written, comments and secrets untouched.",
+    )
+    promote.add_argument("--stack", required=True)
+    promote.add_argument("--config", help="stack file to edit instead of Pulumi.<stack>.yaml")
+    promote.add_argument("--model", required=True)
+    promote.add_argument("--weights", metavar="V=N,...", help="live weights, e.g. v1=50,v2=50 (a shadow goes live)")
+    promote.add_argument("--mirror", metavar="V=P,...", help="mirror shares, e.g. v3=20; v3=0 stops the shadow")
+    promote.add_argument("--add-version", metavar="V", help="a new version, idle until given a weight or mirror")
+    promote.add_argument("--model-uri", metavar="URI", help="the new version's files (with --add-version)")
+    promote.add_argument("--retire", metavar="V,...", help="versions to remove")
+    promote.set_defaults(handler=_promote)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of a stack file")
     schema.set_defaults(handler=_schema)

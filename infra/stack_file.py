@@ -91,6 +91,11 @@ def read_stack_file(path: Path) -> StackFile:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise _fail(path, f"is not valid YAML: {error}") from None
+    return stack_file_from_document(document, path)
+
+
+def stack_file_from_document(document: Any, path: Path) -> StackFile:
+    """Decode a loaded stack file document (plain data, or ruamel's round-trip containers)."""
     _check_expansion(document, path)
     if document is None:
         document = {}

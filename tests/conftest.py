@@ -76,13 +76,26 @@ def render_dir(tmp_path: Path) -> Callable[..., Path]:
     return render
 
 
+STACKS = sorted(path.name.split(".")[1] for path in ROOT.glob("Pulumi.*.yaml"))
+
+
+def render_stack(tmp_path_factory: pytest.TempPathFactory, stack: str) -> list[dict[str, Any]]:
+    out = tmp_path_factory.mktemp(stack) / "render"
+    assert main(["render", "--stack", stack, "--config", str(ROOT / f"Pulumi.{stack}.yaml"), "--out", str(out)]) == 0
+    manifests, _, _ = read_render(out)
+    return manifests
+
+
 @pytest.fixture(scope="session")
 def dev_manifests(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """Every object the dev stack renders."""
-    out = tmp_path_factory.mktemp("dev") / "render"
-    assert main(["render", "--stack", "dev", "--config", str(ROOT / "Pulumi.dev.yaml"), "--out", str(out)]) == 0
-    manifests, _, _ = read_render(out)
-    return manifests
+    return render_stack(tmp_path_factory, "dev")
+
+
+@pytest.fixture(scope="session", params=STACKS)
+def stack_manifests(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """Every object each stack in the repository renders (dev, prod)."""
+    return render_stack(tmp_path_factory, request.param)
 
 
 @pytest.fixture

@@ -8,13 +8,18 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from tests.conftest import STACKS
 from tests.owner_schemas import IstioSchemaError, validate, validate_istio, validate_kubernetes
 
 
-def test_every_dev_object_passes_its_owners_schema(dev_manifests: list[dict[str, Any]]) -> None:
-    assert dev_manifests, "the dev stack rendered nothing"
-    for manifest in dev_manifests:
+def test_every_object_of_every_stack_passes_its_owners_schema(stack_manifests: list[dict[str, Any]]) -> None:
+    assert stack_manifests, "the stack rendered nothing"
+    for manifest in stack_manifests:
         validate(manifest)
+
+
+def test_both_environments_exist() -> None:
+    assert {"dev", "prod"} <= set(STACKS)
 
 
 def test_strict_kubernetes_validation_rejects_an_unknown_field(dev_manifests: list[dict[str, Any]]) -> None:

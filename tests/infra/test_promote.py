@@ -1,0 +1,189 @@
+"""`python -m infra promote`: every move, every refusal, and files edited line by line."""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.cli import main
+from infra.diff import diff_renders
+from infra.render import run_program
+from infra.render_files import render_texts, write_render
+from infra.stack_file import read_stack_file
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Path:
+    path = tmp_path / "Pulumi.dev.yaml"
+    shutil.copy(ROOT / "Pulumi.dev.yaml", path)
+    return path
+
+
+@pytest.fixture
+def prod(tmp_path: Path) -> Path:
+    path = tmp_path / "Pulumi.prod.yaml"
+    shutil.copy(ROOT / "Pulumi.prod.yaml", path)
+    return path
+
+
+def run(path: Path, *args: str) -> int:
+    stack = path.name.split(".")[1]
+    return main(["promote", "--stack", stack, "--config", str(path), *args])
+
+
+def changed_lines(before: str, after: str) -> list[str]:
+    return [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+
+
+def versions(path: Path, model: str) -> list[dict[str, Any]]:
+    config = yaml.safe_load(path.read_text())["config"]
+    found: list[dict[str, Any]] = next(m for m in config["inference-platform:models"] if m["name"] == model)["versions"]
+    return found
+
+
+def test_set_weights_changes_only_those_lines_and_prints_the_render_diff(
+    dev: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = dev.read_text()
+
+    assert run(dev, "--model", "iris", "--weights", "v1=50,v2=50") == 0
+
+    assert changed_lines(before, dev.read_text()) == [
+        "-          weight: 90",
+        "+          weight: 50",
+        "-          weight: 10",
+        "+          weight: 50",
+    ]
+    out = capsys.readouterr().out
+    assert "**Changed: `VirtualService service/iris (networking.istio.io/v1)`**" in out
+    assert "| `spec.http[0].route[0].weight` | `90` | `50` |" in out
+
+
+def test_a_shadow_given_a_weight_goes_live(dev: Path) -> None:
+    assert run(dev, "--model", "iris", "--weights", "v1=80,v2=10,v3=10") == 0
+    assert versions(dev, "iris")[2] == {"name": "v3", "modelUri": "pvc://models/iris/v3", "weight": 10}
+
+
+def test_start_and_stop_a_shadow(dev: Path) -> None:
+    assert run(dev, "--model", "iris", "--mirror", "v3=20") == 0
+    assert versions(dev, "iris")[2]["mirrorPercent"] == 20
+
+    assert run(dev, "--model", "iris", "--mirror", "v3=0") == 0
+    assert versions(dev, "iris")[2] == {"name": "v3", "modelUri": "pvc://models/iris/v3", "weight": 0}
+
+
+def test_add_a_version_idle_or_straight_into_a_shadow(dev: Path) -> None:
+    before = dev.read_text()
+
+    assert run(dev, "--model", "iris", "--add-version", "v4", "--model-uri", "pvc://models/iris/v4") == 0
+
+    assert changed_lines(before, dev.read_text()) == [
+        "+        - name: v4",
+        "+          modelUri: pvc://models/iris/v4",
+        "+          weight: 0",
+    ]
+    assert run(dev, "--model", "churn", "--add-version", "v2", "--model-uri", "s3://m/churn/2", "--mirror", "v2=5") == 0
+    assert versions(dev, "churn")[1] == {"name": "v2", "modelUri": "s3://m/churn/2", "mirrorPercent": 5}
+
+
+def test_retire_a_version(dev: Path) -> None:
+    assert run(dev, "--model", "iris", "--retire", "v3") == 0
+    assert [v["name"] for v in versions(dev, "iris")] == ["v1", "v2"]
+
+    assert run(dev, "--model", "iris", "--retire", "v1", "--weights", "v2=100") == 0
+    assert versions(dev, "iris") == [{"name": "v2", "modelUri": "pvc://models/iris/v2", "weight": 100}]
+
+
+def test_comments_order_and_encrypted_secrets_survive(prod: Path) -> None:
+    before = prod.read_text()
+
+    assert run(prod, "--model", "fraud", "--weights", "v7=50,v8=50") == 0
+
+    after = prod.read_text()
+    assert changed_lines(before, after) == [
+        "-          weight: 90",
+        "+          weight: 50",
+        "-          weight: 10",
+        "+          weight: 50",
+    ]
+    for line in before.splitlines():
+        if "secure:" in line or line.lstrip().startswith("#") or "encryptionsalt" in line:
+            assert line in after.splitlines()
+
+
+REFUSALS = [
+    (["--model", "iris", "--weights", "v1=80"], "live weights add up to 90"),
+    (["--model", "iris", "--retire", "v1"], "live weights add up to 10"),
+    (["--model", "nope", "--weights", "v1=100"], "no model named 'nope'"),
+    (["--model", "iris", "--weights", "v9=100"], "has no version 'v9'"),
+    (["--model", "iris", "--add-version", "v1", "--model-uri", "pvc://m/x"], "already has a version 'v1'"),
+    (["--model", "iris", "--add-version", "v4"], "--add-version needs --model-uri"),
+    (["--model", "iris", "--model-uri", "pvc://m/x"], "--model-uri goes with --add-version"),
+    (["--model", "iris", "--mirror", "v1=0"], "'v1' is not a shadow"),
+    (["--model", "iris", "--mirror", "v3=150"], "mirrorPercent"),
+    (["--model", "iris", "--weights", "v1:100"], "write <version>=<number>"),
+    (["--model", "iris", "--weights", "v1=most"], "'most' is not a number"),
+    (["--model", "iris", "--add-version", "V4", "--model-uri", "pvc://m/x"], "not a valid name"),
+    (["--model", "iris", "--add-version", "v4", "--model-uri", "ftp://m/x"], "unsupported scheme"),
+    (["--model", "iris"], "nothing to do"),
+]
+
+
+@pytest.mark.parametrize(("args", "words"), REFUSALS, ids=[" ".join(a[2:]) or "nothing" for a, _ in REFUSALS])
+def test_refusals_exit_2_and_leave_the_file_alone(
+    dev: Path, capsys: pytest.CaptureFixture[str], args: list[str], words: str
+) -> None:
+    before = dev.read_bytes()
+
+    assert run(dev, *args) == 2
+
+    err = capsys.readouterr().err
+    assert words in err
+    assert "Traceback" not in err
+    assert dev.read_bytes() == before
+    assert sorted(p.name for p in dev.parent.iterdir()) == ["Pulumi.dev.yaml"]
+
+
+def test_a_missing_stack_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(tmp_path / "Pulumi.gone.yaml", "--model", "iris", "--weights", "v1=100") == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_rolling_back_the_config_commit_reverses_the_diff(dev: Path, tmp_path: Path) -> None:
+    """Revert the commit and the render diff is the exact reverse of the promotion's."""
+
+    def render(name: str) -> Path:
+        out = tmp_path / name
+        write_render(render_texts(run_program("dev", read_stack_file(dev))), out)
+        return out
+
+    original = dev.read_text()
+    before = render("before")
+    assert run(dev, "--model", "iris", "--add-version", "v4", "--model-uri", "pvc://m/4", "--mirror", "v4=10") == 0
+    after = render("after")
+    dev.write_text(original)  # git revert of the config commit
+    rolled_back = render("rolled-back")
+
+    forward, _, forward_outputs = diff_renders(before, after)
+    backward, _, backward_outputs = diff_renders(after, rolled_back)
+    assert forward.added
+    assert forward.changed
+    assert backward.removed == forward.added
+    assert backward.added == forward.removed
+    assert {k: [(c.path, c.after, c.before) for c in v] for k, v in forward.changed.items()} == {
+        k: [(c.path, c.before, c.after) for c in v] for k, v in backward.changed.items()
+    }
+    assert [(c.path, c.after, c.before) for c in forward_outputs] == [
+        (c.path, c.before, c.after) for c in backward_outputs
+    ]
+    assert (rolled_back / "manifests.yaml").read_bytes() == (before / "manifests.yaml").read_bytes()
