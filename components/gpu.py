@@ -128,8 +128,9 @@ class VirtualGpu(ConfigModel):
             limits[GPU_MEMORY_PERCENT_RESOURCE] = str(self.memory_percent)
         if self.cores is not None:
             limits[GPU_CORES_RESOURCE] = str(self.cores)
-        # HAMi's scheduler places the pod; the tolerations still let it onto tainted GPU nodes.
-        return GpuPlacement(limits=limits, nodes=GpuNodes(node_selector={}, tolerations=nodes.tolerations))
+        # HAMi's scheduler picks the device; the pod still selects the GPU nodes, where HAMi's
+        # device plugin runs, and tolerates their taints.
+        return GpuPlacement(limits=limits, nodes=nodes)
 
 
 class SharedGpu(ConfigModel):

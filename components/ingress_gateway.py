@@ -83,6 +83,8 @@ def istiod_values() -> dict[str, Any]:
         # Sidecars serve the app's and Envoy's metrics together on :15020, in plain text, so
         # Prometheus scrapes meshed pods without mTLS.
         "meshConfig": {"enablePrometheusMerge": True},
+        # The chart sets requests only; the policy pack wants limits on every container.
+        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
     }
 
 

@@ -133,6 +133,8 @@ def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
     if config.storage_class is not None:
         volume["storageClass"] = config.storage_class
     server: dict[str, Any] = {
+        # The chart sets no resources; requests and limits on every container (the policy pack).
+        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
         "retention": config.retention,
         "persistentVolume": volume,
         "global": {"scrape_interval": config.scrape_interval, "evaluation_interval": config.scrape_interval},
@@ -141,6 +143,11 @@ def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
         server["retentionSize"] = config.retention_size
     return {
         "server": server,
+        "configmapReload": {
+            "prometheus": {
+                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+            }
+        },
         "scrapeConfigs": {job: {"enabled": False} for job in CHART_DEFAULT_JOBS},
         "serverFiles": {"prometheus.yml": {"scrape_configs": scrape_configs()}},
         **{subchart: {"enabled": False} for subchart in SUBCHARTS},

@@ -33,6 +33,7 @@ def adapter_values(args: PrometheusAdapterArgs) -> dict[str, Any]:
     source = custom_metrics.HAMI_GPU_UTIL if args.gpu_source == "hami" else custom_metrics.DCGM_GPU_UTIL
     return {
         "prometheus": {"url": args.prometheus_url, "port": args.prometheus_port},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
         # Only the platform's rules: the chart's defaults would publish dozens of other metrics.
         "rules": {"default": False, "custom": custom_metrics.adapter_rules(source)},
     }

@@ -125,7 +125,7 @@ def test_gpu_modes_shape_the_pods(manifests: list[dict[str, Any]]) -> None:
         "25",
         "30",
     )
-    assert "nodeSelector" not in pod(manifests, "resnet-v1")  # HAMi's scheduler places it
+    assert pod(manifests, "resnet-v1")["nodeSelector"] == {"gpu": "on"}
     assert pod(manifests, "resnet-v1")["tolerations"]
 
     shared = container(manifests, "embed-v1")

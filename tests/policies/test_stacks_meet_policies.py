@@ -1,0 +1,63 @@
+"""The repository's own stacks meet the policy pack (its checks are plain functions: policies/rules.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+
+import pytest
+
+from infra.render import RenderResult, run_program
+from infra.stack_file import read_stack_file
+from tests.conftest import ROOT, STACKS
+
+
+def load_rules() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("policy_rules", ROOT / "policies" / "rules.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+rules = load_rules()
+RESOURCE_CHECKS = [
+    rules.unpinned_images,
+    rules.missing_requests_and_limits,
+    rules.gpu_without_gpu_nodes,
+    rules.virtual_service_weights,
+]
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def rendered(request: pytest.FixtureRequest) -> tuple[str, RenderResult]:
+    stack: str = request.param
+    return stack, run_program(stack, read_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
+
+
+def test_no_resource_violates_a_mandatory_policy(rendered: tuple[str, RenderResult]) -> None:
+    _, result = rendered
+    violations = [
+        f"{r.type} {r.name}: {message}"
+        for r in result.manifests
+        for check in RESOURCE_CHECKS
+        for message in check(r.type, r.inputs)
+    ]
+    assert violations == []
+
+
+def test_model_namespaces_have_injection(rendered: tuple[str, RenderResult]) -> None:
+    _, result = rendered
+    assert rules.namespaces_without_injection((r.type, r.inputs) for r in result.manifests) == []
+
+
+def test_the_checks_see_the_stacks_model_workloads(rendered: tuple[str, RenderResult]) -> None:
+    _, result = rendered
+    assert sum(rules.is_model_workload(r.type, r.inputs) for r in result.manifests) >= 3
+
+
+def test_production_runs_at_least_two_replicas_everywhere() -> None:
+    result = run_program("prod", read_stack_file(ROOT / "Pulumi.prod.yaml"))
+    assert rules.stack_of(result.manifests[0].urn) == "prod"
+    assert rules.too_few_replicas((r.type, r.inputs) for r in result.manifests) == []
