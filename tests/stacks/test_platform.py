@@ -145,7 +145,10 @@ def test_raw_values_are_laid_over_the_generated_ones(render_config: Render) -> N
     }
     found = charts(render_config(config))
     server = found["prometheus"]["values"]["server"]
-    assert server["resources"] == {"requests": {"cpu": "500m", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}
+    assert server["resources"] == {
+        "requests": {"cpu": "500m", "memory": "4Gi"},
+        "limits": {"cpu": "2", "memory": "8Gi"},
+    }
     assert server["retention"] == "30d"
     assert server["persistentVolume"] == {"enabled": True, "size": "50Gi"}  # generated values stay
     assert found["istiod"]["values"]["pilot"] == {"resources": {"requests": {"cpu": "1"}}}
