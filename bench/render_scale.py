@@ -28,10 +28,10 @@ import pulumi.runtime.settings
 import infra.program  # noqa: F401
 from components.inference_service.manifests import InferenceServiceArgs, model_manifests
 from components.kube import register
+from components.model_namespace import ModelNamespaceArgs, default_deny, namespace, strict_mtls
 from infra.config import PROJECT, parse_stack_config, project_values
 from infra.render import RecordingMocks, RecordingMonitor, RenderResult, run_program
 from infra.stack_file import StackFile
-from stacks.serving import model_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,8 +50,15 @@ def stack_config(models: int) -> dict[str, str]:
         }
         for i in range(models)
     ]
+    # Models only: the platform's charts and namespaces would be the same at every size.
+    platform = {
+        "ingress": {"enabled": False},
+        "prometheus": {"enabled": False},
+        "prometheusAdapter": {"enabled": False},
+    }
     return {
         "inference-platform:domain": "models.example.com",
+        "inference-platform:platform": json.dumps(platform),
         "inference-platform:models": json.dumps(specs),
     }
 
@@ -65,7 +72,8 @@ def measure_program(models: int) -> tuple[float, int]:
 
 def measure_baseline(models: int) -> tuple[float, int]:
     config = parse_stack_config(project_values(stack_config(models)))
-    manifests = [model_namespace(config)]
+    namespace_args = ModelNamespaceArgs(name=config.namespace)
+    manifests = [namespace(namespace_args), strict_mtls(namespace_args), default_deny(namespace_args)]
     for model in config.models:
         manifests += model_manifests(
             InferenceServiceArgs(model=model, namespace=config.namespace, domain=config.domain)

@@ -89,11 +89,22 @@ def check_quantity(value: str | int | float) -> str:
     return text
 
 
+_UNIT_SECONDS = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns)")
+MAX_DURATION_SECONDS = 24 * 3600
+
+
+def duration_seconds(value: str) -> float:
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(value))
+
+
 def check_duration(value: str) -> str:
     if not _DURATION.match(value):
         raise PydanticCustomError(
             "duration", "'{value}' is not a duration (examples: 30s, 1m30s, 250ms)", {"value": value}
         )
+    if duration_seconds(value) > MAX_DURATION_SECONDS:
+        raise PydanticCustomError("duration", "'{value}' is longer than a day", {"value": value})
     return value
 
 

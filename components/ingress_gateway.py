@@ -6,6 +6,7 @@ models, so adding a model never touches the gateway.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 import pulumi
@@ -56,6 +57,11 @@ class IngressGatewayConfig(ConfigModel):
     )
     node_ports: NodePorts = Field(default_factory=NodePorts, description="With NodePort: the fixed node ports.")
     replicas: Annotated[int, Field(ge=1, le=50)] = 1
+    trusted_proxies: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=0,
+        description="Proxies in front of the gateway that append X-Forwarded-For (1 behind an L7 load balancer); "
+        "client allow and deny lists see the address before them.",
+    )
     tls: GatewayTls | None = None
     values: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
@@ -83,6 +89,9 @@ def istiod_values() -> dict[str, Any]:
         # Sidecars serve the app's and Envoy's metrics together on :15020, in plain text, so
         # Prometheus scrapes meshed pods without mTLS.
         "meshConfig": {"enablePrometheusMerge": True},
+        # Sidecars start as native sidecar containers, before init containers: the storage
+        # initializer's downloads then go through a running proxy instead of into a void.
+        "pilot": {"env": {"ENABLE_NATIVE_SIDECARS": "true"}},
         # The chart sets requests only; the policy pack wants limits on every container.
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
     }
@@ -97,8 +106,11 @@ def gateway_values(config: IngressGatewayConfig) -> dict[str, Any]:
     if config.service_type == "NodePort":
         ports[1]["nodePort"] = config.node_ports.http
         ports[2]["nodePort"] = config.node_ports.https
+    topology = {"gatewayTopology": {"numTrustedProxies": config.trusted_proxies}}
     return {
         "labels": GATEWAY_SELECTOR,
+        # Merged with the chart's own pod annotations (injection template, scraping).
+        "podAnnotations": {"proxy.istio.io/config": json.dumps(topology, separators=(",", ":"))},
         "service": {"type": config.service_type, "ports": ports},
         "autoscaling": {"enabled": False},
         "replicaCount": config.replicas,

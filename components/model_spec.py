@@ -24,6 +24,7 @@ from components.config_base import (
 )
 from components.gpu import GpuNodes, GpuSpec, NoGpu
 from components.model_storage import ModelUri
+from components.protection import Protection
 
 if TYPE_CHECKING:
     from components.runtimes.base import ExampleRequest, ServerPlan
@@ -160,6 +161,9 @@ class ModelSpecBase(ConfigModel):
     transformer: TransformerSpec | None = None
     download_size: Quantity = Field(
         default="20Gi", description="Size of the volume downloaded model files go to (s3, gs, http(s), hf)."
+    )
+    protection: Protection = Field(
+        default_factory=Protection, description="Rate limit, client access, JWT and circuit breaking."
     )
     timeout: Duration = Field(default="60s", description="Request timeout at the gateway.")
     retries: RetryPolicy = RetryPolicy()

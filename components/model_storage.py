@@ -24,8 +24,13 @@ SCHEMES = MOUNTED_SCHEMES + DOWNLOADED_SCHEMES
 
 DOWNLOAD_DIR = "/mnt/models"
 INITIALIZER_CONTAINER = "storage-initializer"
+# Credentials reach the storage initializer as files, never as environment variables.
+SECRET_VOLUME = "model-storage-credentials"
+SECRET_DIR = "/var/run/secrets/model-storage"
+AWS_CREDENTIALS_FILE = "aws-credentials"
 GCS_KEY_FILE = "gcs-service-account.json"
-GCS_KEY_DIR = "/var/run/secrets/model-storage"
+HF_TOKEN_FILE = "hf-token"
+DEFAULT_PORTS = {"s3": 443, "gs": 443, "hf": 443, "https": 443, "http": 80}
 
 
 def _fail(kind: str, message: str, value: str) -> PydanticCustomError:
@@ -109,15 +114,17 @@ class StorageCredentials(ConfigModel):
         )
 
     def secret_data(self) -> dict[str, str]:
-        """The Secret's keys and (secret) values."""
+        """The Secret's files: an AWS shared credentials file, a GCS key, a Hugging Face token."""
         data: dict[str, str] = {}
         if self.s3 and self.s3.access_key_id and self.s3.secret_access_key:
-            data["AWS_ACCESS_KEY_ID"] = self.s3.access_key_id
-            data["AWS_SECRET_ACCESS_KEY"] = self.s3.secret_access_key
+            data[AWS_CREDENTIALS_FILE] = (
+                f"[default]\naws_access_key_id = {self.s3.access_key_id}\n"
+                f"aws_secret_access_key = {self.s3.secret_access_key}\n"
+            )
         if self.gcs:
             data[GCS_KEY_FILE] = self.gcs.service_account_key
         if self.huggingface:
-            data["HF_TOKEN"] = self.huggingface.token
+            data[HF_TOKEN_FILE] = self.huggingface.token
         return data
 
 
@@ -134,16 +141,14 @@ class StorageAccess(ConfigModel):
     hf_token: bool = False
 
 
-def _secret_env(name: str, secret: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": name}}}
-
-
 def initializer_env(scheme: str, access: StorageAccess | None) -> tuple[list[dict[str, Any]], bool]:
-    """Environment of the storage initializer for one scheme, and whether it mounts the GCS key.
+    """Environment of the storage initializer for one scheme, and whether it mounts the credentials.
 
-    These are the variables KServe's storage code reads (boto3's, huggingface_hub's, Google's).
+    These are the variables KServe's storage code and the SDKs it uses read: boto3's shared
+    credentials file, huggingface_hub's token file, Google's application credentials.
     """
     env: list[dict[str, Any]] = [{"name": "HOME", "value": "/tmp"}, {"name": "HF_HOME", "value": "/tmp/hf"}]
+    credentials: dict[str, Any] = {}
     if scheme == "s3":
         if access and access.s3_endpoint:
             env.append({"name": "AWS_ENDPOINT_URL", "value": access.s3_endpoint})
@@ -152,18 +157,23 @@ def initializer_env(scheme: str, access: StorageAccess | None) -> tuple[list[dic
         if access and not access.s3_verify_ssl:
             env.append({"name": "S3_VERIFY_SSL", "value": "0"})
         if access and access.s3_keys:
-            env += [
-                _secret_env("AWS_ACCESS_KEY_ID", access.secret_name),
-                _secret_env("AWS_SECRET_ACCESS_KEY", access.secret_name),
-            ]
+            credentials = {"AWS_SHARED_CREDENTIALS_FILE": f"{SECRET_DIR}/{AWS_CREDENTIALS_FILE}"}
         else:
             env.append({"name": "awsAnonymousCredential", "value": "true"})
     elif scheme == "gs" and access and access.gcs_key:
-        env.append({"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": f"{GCS_KEY_DIR}/{GCS_KEY_FILE}"})
-        return env, True
+        credentials = {"GOOGLE_APPLICATION_CREDENTIALS": f"{SECRET_DIR}/{GCS_KEY_FILE}"}
     elif scheme == "hf" and access and access.hf_token:
-        env.append(_secret_env("HF_TOKEN", access.secret_name))
-    return env, False
+        credentials = {"HF_TOKEN_PATH": f"{SECRET_DIR}/{HF_TOKEN_FILE}"}
+    env += [{"name": name, "value": value} for name, value in credentials.items()]
+    return env, bool(credentials)
+
+
+def download_port(model_uri: str, access: StorageAccess | None) -> int:
+    """The port the storage initializer connects to for a downloaded URI (for network policy)."""
+    parts = urlsplit(model_uri)
+    if parts.scheme == "s3" and access and access.s3_endpoint:
+        parts = urlsplit(access.s3_endpoint)
+    return parts.port or DEFAULT_PORTS.get(parts.scheme, 443)
 
 
 @dataclass(frozen=True)
@@ -191,20 +201,15 @@ def model_files(
         return ModelFiles(volume=volume, sub_path=path)
 
     scheme = urlsplit(model_uri).scheme
-    env, mounts_gcs_key = initializer_env(scheme, access)
+    env, mounts_credentials = initializer_env(scheme, access)
     mounts: list[dict[str, Any]] = [
         {"name": volume_name, "mountPath": DOWNLOAD_DIR},
         {"name": scratch_volume, "mountPath": "/tmp"},
     ]
     extra_volumes: tuple[dict[str, Any], ...] = ()
-    if mounts_gcs_key and access is not None:
-        mounts.append({"name": "model-storage-credentials", "mountPath": GCS_KEY_DIR, "readOnly": True})
-        extra_volumes = (
-            {
-                "name": "model-storage-credentials",
-                "secret": {"secretName": access.secret_name, "items": [{"key": GCS_KEY_FILE, "path": GCS_KEY_FILE}]},
-            },
-        )
+    if mounts_credentials and access is not None:
+        mounts.append({"name": SECRET_VOLUME, "mountPath": SECRET_DIR, "readOnly": True})
+        extra_volumes = ({"name": SECRET_VOLUME, "secret": {"secretName": access.secret_name}},)
     init_container: dict[str, Any] = {
         "name": INITIALIZER_CONTAINER,
         "image": pins.STORAGE_INITIALIZER_IMAGE,

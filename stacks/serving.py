@@ -8,19 +8,11 @@ import pulumi
 
 from components.inference_service import InferenceService, InferenceServiceArgs
 from components.kube import register
+from components.model_namespace import PART_OF_LABELS, ModelNamespace, ModelNamespaceArgs
 from components.model_storage import StorageAccess
 from infra.config import StackConfig
 
 STORAGE_SECRET = "model-storage-credentials"
-PART_OF_LABELS = {"app.kubernetes.io/part-of": "inference-platform", "app.kubernetes.io/managed-by": "pulumi"}
-
-
-def model_namespace(config: StackConfig) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": config.namespace, "labels": {"istio-injection": "enabled"} | PART_OF_LABELS},
-    }
 
 
 def storage_secret(config: StackConfig) -> dict[str, Any] | None:
@@ -38,7 +30,9 @@ def storage_secret(config: StackConfig) -> dict[str, Any] | None:
 
 def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[str, InferenceService]:
     """One InferenceService per model, after `platform` (istiod) is ready for Istio objects."""
-    namespace = register(model_namespace(config))
+    namespace = ModelNamespace(
+        config.namespace, ModelNamespaceArgs(name=config.namespace), opts=pulumi.ResourceOptions(depends_on=platform)
+    )
     dependencies: list[pulumi.Resource] = [namespace, *platform]
     access: StorageAccess | None = None
     secret = storage_secret(config)
@@ -57,6 +51,9 @@ def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[
                 url_scheme=config.platform.ingress.url_scheme,
                 gpu_nodes=config.platform.gpu_nodes,
                 storage=access,
+                monitoring_namespace=config.platform.prometheus.namespace
+                if config.platform.prometheus.enabled
+                else None,
             ),
             opts=pulumi.ResourceOptions(depends_on=dependencies),
         )

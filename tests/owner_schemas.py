@@ -12,6 +12,7 @@ from typing import Any
 
 import kubernetes_validate
 from cloudcoil.models.istio.networking import v1 as istio_networking
+from cloudcoil.models.istio.networking import v1alpha3 as istio_networking_v1alpha3
 from cloudcoil.models.istio.security import v1 as istio_security
 
 KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
@@ -20,6 +21,7 @@ ISTIO_TYPES: dict[tuple[str, str], Any] = {
     ("networking.istio.io/v1", "VirtualService"): istio_networking.VirtualService,
     ("networking.istio.io/v1", "DestinationRule"): istio_networking.DestinationRule,
     ("networking.istio.io/v1", "Gateway"): istio_networking.Gateway,
+    ("networking.istio.io/v1alpha3", "EnvoyFilter"): istio_networking_v1alpha3.EnvoyFilter,
     ("security.istio.io/v1", "AuthorizationPolicy"): istio_security.AuthorizationPolicy,
     ("security.istio.io/v1", "PeerAuthentication"): istio_security.PeerAuthentication,
     ("security.istio.io/v1", "RequestAuthentication"): istio_security.RequestAuthentication,

@@ -14,11 +14,12 @@ from typing import Any
 from pydantic import Field
 
 from components.autoscaling import horizontal_pod_autoscaler
-from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain
+from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain, duration_seconds
 from components.gpu import VISIBLE_DEVICES, GpuNodes
-from components.ingress_gateway import GatewayRef
+from components.ingress_gateway import GATEWAY_RELEASE, GATEWAY_SELECTOR, GatewayRef
 from components.model_spec import ModelVersion, ResourceList, Resources, TransformerSpec
-from components.model_storage import StorageAccess, model_files
+from components.model_storage import StorageAccess, download_port, is_downloaded, model_files
+from components.protection import access_policy, gateway_policies, rate_limit_filter
 from components.runtimes import ModelSpec
 from components.runtimes.base import (
     CONFIG_VOLUME,
@@ -44,6 +45,11 @@ CONTAINER_SECURITY = {
 }
 # The storage initializer image runs as this (non-root) user.
 INITIALIZER_USER = 1000
+# Before a pod stops, it keeps serving this long while endpoints and routes drop it.
+PRESTOP_SECONDS = 10
+LIFECYCLE = {"preStop": {"sleep": {"seconds": PRESTOP_SECONDS}}}
+# Istio's sidecar serves merged metrics here; Prometheus scrapes it.
+MERGED_METRICS_PORT = 15020
 TRANSFORMER_RESOURCES = Resources(
     requests=ResourceList(cpu="100m", memory="256Mi"),
     limits=ResourceList(cpu="1", memory="1Gi"),
@@ -60,6 +66,9 @@ class InferenceServiceArgs(ConfigModel):
     url_scheme: str = "http"
     gpu_nodes: GpuNodes = Field(default_factory=GpuNodes)
     storage: StorageAccess | None = Field(default=None, description="Credentials for downloaded model files.")
+    monitoring_namespace: DNS1123Label | None = Field(
+        default=None, description="Where Prometheus runs: the only namespace that may reach metrics ports."
+    )
 
     @property
     def host(self) -> str:
@@ -154,6 +163,8 @@ def _predictor(args: InferenceServiceArgs, plan: ServerPlan, model_sub_path: str
             if port["name"] == "http":
                 port["name"] = PREDICTOR_HTTP_PORT_NAME
     container["securityContext"] = CONTAINER_SECURITY
+    container["lifecycle"] = LIFECYCLE
+    container["imagePullPolicy"] = "Always"
     return container
 
 
@@ -186,6 +197,8 @@ def _transformer(args: InferenceServiceArgs, transformer: TransformerSpec, plan:
             "readinessProbe": probe,
             "livenessProbe": tcp_probe(transformer.port, period=10, failures=3),
             "securityContext": CONTAINER_SECURITY,
+            "lifecycle": LIFECYCLE,
+            "imagePullPolicy": "Always",
         }
     )
     return container
@@ -216,9 +229,19 @@ def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": security,
+        # In-flight requests finish: the preStop pause, then up to the request timeout.
+        "terminationGracePeriodSeconds": PRESTOP_SECONDS + int(duration_seconds(args.model.timeout)) + 5,
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": selector_labels(args, version)},
+            }
+        ],
     }
     if files.init_container is not None:
-        spec["initContainers"] = [files.init_container]
+        spec["initContainers"] = [files.init_container | {"imagePullPolicy": "Always"}]
     spec["containers"] = containers
     spec["volumes"] = volumes
     spec.update(args.model.gpu.placement(args.gpu_nodes).pod_fields())
@@ -294,6 +317,7 @@ def destination_rule(args: InferenceServiceArgs) -> dict[str, Any]:
         "metadata": _metadata(args, args.model.name),
         "spec": {
             "host": args.service_fqdn,
+            "trafficPolicy": args.model.protection.circuit_breaker.traffic_policy(),
             "subsets": [{"name": v.name, "labels": {"version": v.name}} for v in args.model.versions],
         },
     }
@@ -353,18 +377,106 @@ def virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
     }
 
 
+def disruption_budget(args: InferenceServiceArgs, version: ModelVersion) -> dict[str, Any] | None:
+    """At most one pod of a version down for voluntary disruptions, when it can have several."""
+    autoscaling = args.model.autoscaling
+    most = autoscaling.max_replicas if autoscaling.enabled else (version.replicas or args.model.replicas)
+    if most < 2:
+        return None
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(args, version_name(args, version), version),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(args, version)}},
+    }
+
+
+def _pod_ports(pod: dict[str, Any]) -> dict[str, int]:
+    return {port["name"]: port["containerPort"] for c in pod["containers"] for port in c["ports"]}
+
+
+def network_policy(args: InferenceServiceArgs, ports: dict[str, int], metrics_port: int) -> dict[str, Any]:
+    """Who reaches the model's pods, and where they may go (on top of the namespace's default deny)."""
+    serving = sorted({ports[name] for name in ("http", "grpc") if name in ports})
+    gateway = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.gateway.namespace}}}
+    ingress: list[dict[str, Any]] = [{"from": [gateway], "ports": [{"protocol": "TCP", "port": p} for p in serving]}]
+    if args.monitoring_namespace is not None:
+        monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.monitoring_namespace}}}
+        scraped = sorted({MERGED_METRICS_PORT, metrics_port})
+        ingress.append({"from": [monitoring], "ports": [{"protocol": "TCP", "port": p} for p in scraped]})
+    spec: dict[str, Any] = {
+        "podSelector": {"matchLabels": selector_labels(args)},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": ingress,
+    }
+    downloads = sorted(
+        {download_port(v.model_uri, args.storage) for v in args.model.versions if is_downloaded(v.model_uri)}
+    )
+    if downloads:
+        # The storage initializer fetches model files from outside the cluster.
+        spec["egress"] = [
+            {
+                "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}],
+                "ports": [{"protocol": "TCP", "port": p} for p in downloads],
+            }
+        ]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(args, args.model.name),
+        "spec": spec,
+    }
+
+
+def protection_manifests(args: InferenceServiceArgs, ports: dict[str, int], metrics_port: int) -> list[dict[str, Any]]:
+    """Rate limit, gateway access rules, in-mesh access and network policy of the model."""
+    model, protection = args.model, args.model.protection
+    objects = gateway_policies(
+        model.name,
+        protection,
+        gateway=(args.gateway.namespace, GATEWAY_SELECTOR),
+        hosts=(args.host, args.shared_host, args.path_prefix),
+    )
+    if protection.rate_limit is not None:
+        name = f"{model.name}-rate-limit"
+        objects.append(rate_limit_filter(name, args.namespace, selector_labels(args), protection.rate_limit))
+    serving = sorted({ports[name] for name in ("http", "grpc") if name in ports})
+    scraped = None
+    if args.monitoring_namespace is not None and metrics_port not in serving:
+        scraped = (args.monitoring_namespace, metrics_port)
+    access = access_policy(
+        f"{model.name}-access",
+        args.namespace,
+        selector_labels(args),
+        gateway_account=(args.gateway.namespace, GATEWAY_RELEASE),
+        serving_ports=serving,
+        metrics=scraped,
+    )
+    objects.append(access | {"metadata": access["metadata"] | {"labels": object_labels(args)}})
+    objects.append(network_policy(args, ports, metrics_port))
+    return objects
+
+
 def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
     """Every object of the model, versions first, in a stable order."""
     objects: list[dict[str, Any]] = []
+    ports: dict[str, int] = {}
+    metrics_port = 0
     for version in args.model.versions:
         plan = args.model.plan(version, args.gpu_nodes)
         if plan.config_files:
             objects.append(config_map(args, version, plan))
         workload = deployment(args, version, plan)
+        pod = workload["spec"]["template"]["spec"]
         objects.append(workload)
-        objects.append(version_service(args, version, workload["spec"]["template"]["spec"]))
+        objects.append(version_service(args, version, pod))
         if args.model.autoscaling.enabled:
             metadata = _metadata(args, version_name(args, version), version)
             objects.append(horizontal_pod_autoscaler(metadata, args.model.autoscaling))
+        budget = disruption_budget(args, version)
+        if budget is not None:
+            objects.append(budget)
+        ports, metrics_port = _pod_ports(pod), plan.metrics_port  # the same for every version of a model
     objects += [model_service(args), destination_rule(args), virtual_service(args)]
+    objects += protection_manifests(args, ports, metrics_port)
     return objects

@@ -53,6 +53,8 @@ def test_children_are_typed_resources_parented_to_the_component(pulumi_mocks: Re
             ("kubernetes:core/v1:Service", "iris"),
             ("kubernetes:networking.istio.io/v1:DestinationRule", "iris"),
             ("kubernetes:networking.istio.io/v1:VirtualService", "iris"),
+            ("kubernetes:security.istio.io/v1:AuthorizationPolicy", "iris-access"),
+            ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "iris"),
         ]
     )
     assert len(pulumi_mocks.registrations) == 1 + len(children)

@@ -30,6 +30,9 @@ def test_render_writes_every_object_with_apiversion_kind_metadata_first(render_d
         "Gateway",
         "DestinationRule",
         "VirtualService",
+        "AuthorizationPolicy",
+        "NetworkPolicy",
+        "PeerAuthentication",
     }
     for document in documents:
         assert list(document)[:3] == ["apiVersion", "kind", "metadata"]
@@ -108,8 +111,8 @@ def test_summary_counts_objects_per_kind_and_component(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert "Rendered stack s: 23 Kubernetes objects, 5 Helm charts" in done.stdout
-    assert "│ Deployment      │ 4       │" in done.stdout
+    assert "Rendered stack s: 29 Kubernetes objects, 5 Helm charts" in done.stdout
+    assert re.search(r"│ Deployment\s*│ 4\s*│", done.stdout), done.stdout
     assert "inference-platform:serving:InferenceService::iris" in done.stdout
     assert re.search(r"IngressGateway::ingress\s*│\s*3\s*│\s*3\s*│", done.stdout), done.stdout
 
@@ -148,6 +151,6 @@ def test_encrypted_values_render_as_masked_secrets(tmp_path: Path) -> None:
     assert main(["render", "--stack", "s", "--config", str(stack_file), "--out", str(out)]) == 0
 
     secret = next(d for d in yaml.safe_load_all((out / MANIFESTS).read_text()) if d["kind"] == "Secret")
-    assert secret["stringData"] == {"AWS_ACCESS_KEY_ID": "[secret]", "AWS_SECRET_ACCESS_KEY": "[secret]"}
+    assert secret["stringData"] == {"aws-credentials": "[secret]"}
     assert "b64ciphertext" not in (out / MANIFESTS).read_text()
     assert "AKIA-PLAIN" not in (out / MANIFESTS).read_text()

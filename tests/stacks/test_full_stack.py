@@ -67,10 +67,9 @@ def test_storage_credentials_are_a_secret_whose_values_are_pulumi_secrets(render
     assert secret.inputs["metadata"]["name"] == "model-storage-credentials"
     # Registered as Pulumi secrets (masked by the render), so state and previews keep them hidden.
     assert secret.inputs["stringData"] == {
-        "AWS_ACCESS_KEY_ID": "[secret]",
-        "AWS_SECRET_ACCESS_KEY": "[secret]",
-        "HF_TOKEN": "[secret]",
+        "aws-credentials": "[secret]",
         "gcs-service-account.json": "[secret]",
+        "hf-token": "[secret]",
     }
     assert not any(value in str(result.outputs) for value in SECRET_VALUES)
 
@@ -82,9 +81,12 @@ def test_downloads_run_the_storage_initializer_into_the_runtimes_layout(manifest
     assert init["args"] == ["s3://models/mnist/1", "/mnt/models"]
     assert env(init)["AWS_ENDPOINT_URL"] == "https://minio.example.com"
     assert env(init)["AWS_DEFAULT_REGION"] == "eu-west-1"
-    assert env(init)["AWS_SECRET_ACCESS_KEY"] == {
-        "secretKeyRef": {"name": "model-storage-credentials", "key": "AWS_SECRET_ACCESS_KEY"}
-    }
+    # Credentials come as files from the Secret, never as environment variables.
+    assert env(init)["AWS_SHARED_CREDENTIALS_FILE"] == "/var/run/secrets/model-storage/aws-credentials"
+    assert "AWS_SECRET_ACCESS_KEY" not in env(init)
+    assert {"name": "model-storage-credentials", "secret": {"secretName": "model-storage-credentials"}} in spec[
+        "volumes"
+    ]
     volume = next(v for v in spec["volumes"] if v["name"] == "model-files")
     assert volume == {"name": "model-files", "emptyDir": {"sizeLimit": "20Gi"}}
     predictor_mount = next(m for m in container(manifests, "mnist-v1")["volumeMounts"] if m["name"] == "model-files")
@@ -100,7 +102,7 @@ def test_gcs_and_hugging_face_downloads_get_their_credentials(manifests: list[di
         "readOnly": True,
     } in gcs["volumeMounts"]
     (hf,) = pod(manifests, "llama-v1")["initContainers"]
-    assert env(hf)["HF_TOKEN"] == {"secretKeyRef": {"name": "model-storage-credentials", "key": "HF_TOKEN"}}
+    assert env(hf)["HF_TOKEN_PATH"] == "/var/run/secrets/model-storage/hf-token"
     assert hf["args"] == ["hf://meta-llama/Llama-3.1-8B-Instruct", "/mnt/models"]
 
 

@@ -64,7 +64,11 @@ def test_istio_installs_in_order_and_istio_objects_wait_for_istiod(full: RenderR
     assert "istiod" in depends_on(full, gateway)
     istio_objects = [r for r in full.manifests if r.type.startswith("kubernetes:networking.istio.io/v1:")]
     owners = full.component_labels()
-    model_objects = [r for r in full.manifests if owners[r.urn].startswith("inference-platform:serving:")]
+    model_objects = [
+        r
+        for r in full.manifests
+        if owners[r.urn].startswith("inference-platform:serving:") and r.inputs["kind"] != "Namespace"
+    ]
     assert len(model_objects) > 30
     for dependent in istio_objects + model_objects:
         assert "istiod" in depends_on(full, dependent), dependent.name
@@ -151,7 +155,10 @@ def test_raw_values_are_laid_over_the_generated_ones(render_config: Render) -> N
     }
     assert server["retention"] == "30d"
     assert server["persistentVolume"] == {"enabled": True, "size": "50Gi"}  # generated values stay
-    assert found["istiod"]["values"]["pilot"] == {"resources": {"requests": {"cpu": "1"}}}
+    assert found["istiod"]["values"]["pilot"] == {
+        "env": {"ENABLE_NATIVE_SIDECARS": "true"},
+        "resources": {"requests": {"cpu": "1"}},
+    }
 
 
 def test_each_component_can_be_switched_off(render_config: Render) -> None:
