@@ -1,0 +1,228 @@
+"""Per-model protection, namespace defaults and pod hardening, as rendered for real models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from pydantic import ValidationError
+
+from components.inference_service.manifests import InferenceServiceArgs, model_manifests
+from components.model_namespace import ModelNamespaceArgs, default_deny, strict_mtls
+from components.model_storage import StorageCredentials
+from components.runtimes.mlserver import MLServerModel
+from tests.conftest import ROOT
+from tests.owner_schemas import validate
+
+ENVOY_PYTHON = ROOT / ".venv-envoy" / "bin" / "python"
+ENVOY_PARSE = Path(__file__).with_name("envoy_parse.py")
+VERSIONS = [
+    {"name": "v1", "modelUri": "pvc://models/iris/v1", "weight": 100},
+    {"name": "v2", "modelUri": "s3://bucket/iris/2", "mirrorPercent": 10},
+]
+
+
+def render(monitoring: str | None = "monitoring", **settings: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    spec = MLServerModel.model_validate({"name": "iris", "runtime": "mlserver", "versions": VERSIONS} | settings)
+    args = InferenceServiceArgs(
+        model=spec, namespace="service", domain="models.example.com", monitoring_namespace=monitoring
+    )
+    manifests = model_manifests(args)
+    for manifest in manifests:
+        validate(manifest)
+    return {(m["kind"], m["metadata"]["name"]): m for m in manifests}
+
+
+def envoy_parse(type_url: str, value: dict[str, Any]) -> dict[str, Any]:
+    assert ENVOY_PYTHON.exists(), "Envoy's messages live in .venv-envoy: run `make test`, which builds it"
+    done = subprocess.run(
+        [str(ENVOY_PYTHON), str(ENVOY_PARSE)],
+        input=json.dumps({"type_url": type_url, "value": value}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_rate_limit_is_envoys_local_rate_limit_at_each_pod() -> None:
+    objects = render(protection={"rateLimit": {"requestsPerSecond": 50, "burst": 100}})
+    spec = objects[("EnvoyFilter", "iris-rate-limit")]["spec"]
+    assert spec["workloadSelector"] == {"labels": {"app": "iris"}}
+    (patch,) = spec["configPatches"]
+    assert patch["applyTo"] == "HTTP_FILTER"
+    assert patch["match"]["context"] == "SIDECAR_INBOUND"
+    typed = patch["patch"]["value"]["typed_config"]
+
+    parsed = envoy_parse(typed["type_url"], typed["value"])
+
+    assert parsed.get("ok"), parsed
+    assert "max_tokens: 100" in parsed["text"]
+    assert "tokens_per_fill {\n    value: 50\n  }" in parsed["text"]
+
+
+def test_envoys_messages_reject_a_misspelt_field() -> None:
+    url = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit"
+    assert "tokn_bucket" in envoy_parse(url, {"stat_prefix": "x", "tokn_bucket": {}})["error"]
+
+
+def test_no_rate_limit_unless_asked() -> None:
+    assert not [key for key in render() if key[0] == "EnvoyFilter"]
+
+
+def test_client_lists_headers_and_jwt_are_deny_rules_scoped_to_the_model() -> None:
+    objects = render(
+        protection={
+            "clients": {"allowCidrs": ["10.0.0.0/8", "2001:db8::/32"], "denyCidrs": ["10.6.6.0/24"]},
+            "requireHeaders": [{"name": "x-team", "values": ["ml", "search"]}],
+            "jwt": {
+                "issuer": "https://auth.example.com",
+                "jwksUri": "https://auth.example.com/jwks",
+                "audiences": ["iris"],
+            },
+        }
+    )
+    policy = objects[("AuthorizationPolicy", "iris-clients")]
+    assert policy["metadata"]["namespace"] == "istio-ingress"
+    spec = policy["spec"]
+    assert spec["action"] == "DENY"  # an ALLOW on the shared gateway would shut out every other model
+    assert spec["selector"] == {"matchLabels": {"istio": "ingressgateway"}}
+    deny, allow, header, jwt = spec["rules"]
+    assert deny["from"] == [{"source": {"remoteIpBlocks": ["10.6.6.0/24"]}}]
+    assert allow["from"] == [{"source": {"notRemoteIpBlocks": ["10.0.0.0/8", "2001:db8::/32"]}}]
+    assert header["when"] == [{"key": "request.headers[x-team]", "notValues": ["ml", "search"]}]
+    assert jwt["from"] == [{"source": {"notRequestPrincipals": ["https://auth.example.com/*"]}}]
+    for rule in spec["rules"]:
+        assert rule["to"] == [
+            {"operation": {"hosts": ["iris.models.example.com", "iris.models.example.com:*"]}},
+            {"operation": {"hosts": ["models.example.com", "models.example.com:*"], "paths": ["/models/iris/*"]}},
+        ]
+    authn = objects[("RequestAuthentication", "iris-jwt")]["spec"]
+    assert authn["jwtRules"] == [
+        {
+            "issuer": "https://auth.example.com",
+            "jwksUri": "https://auth.example.com/jwks",
+            "audiences": ["iris"],
+            "forwardOriginalToken": True,
+        }
+    ]
+
+
+def test_nothing_at_the_gateway_by_default() -> None:
+    assert not [key for key in render() if key[1] in ("iris-clients", "iris-jwt")]
+
+
+def test_circuit_breaking_ejects_a_pod_not_the_version() -> None:
+    policy = render()[("DestinationRule", "iris")]["spec"]["trafficPolicy"]
+    assert policy["outlierDetection"] == {
+        "consecutive5xxErrors": 5,
+        "interval": "10s",
+        "baseEjectionTime": "30s",
+        "maxEjectionPercent": 50,
+    }
+    assert policy["connectionPool"]["tcp"]["maxConnections"] == 1024
+    assert policy["connectionPool"]["http"]["http1MaxPendingRequests"] == 1024
+
+
+def test_only_the_gateway_reaches_serving_ports_and_only_prometheus_metrics() -> None:
+    spec = render()[("AuthorizationPolicy", "iris-access")]["spec"]
+    assert spec["action"] == "ALLOW"
+    assert spec["selector"] == {"matchLabels": {"app": "iris"}}
+    gateway, prometheus = spec["rules"]
+    assert gateway == {
+        "from": [{"source": {"principals": ["cluster.local/ns/istio-ingress/sa/istio-ingressgateway"]}}],
+        "to": [{"operation": {"ports": ["8080", "8081"]}}],
+    }
+    assert prometheus == {
+        "from": [{"source": {"namespaces": ["monitoring"]}}],
+        "to": [{"operation": {"ports": ["8082"]}}],
+    }
+
+
+def test_network_policy_lets_in_the_gateway_and_prometheus_and_out_the_download() -> None:
+    spec = render()[("NetworkPolicy", "iris")]["spec"]
+    gateway, prometheus = spec["ingress"]
+    assert gateway["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "istio-ingress"}}}]
+    assert [p["port"] for p in gateway["ports"]] == [8080, 8081]
+    assert [p["port"] for p in prometheus["ports"]] == [8082, 15020]
+    (egress,) = spec["egress"]
+    assert [p["port"] for p in egress["ports"]] == [443]  # v2 downloads from S3
+
+
+def test_without_downloads_or_prometheus_nothing_more_is_open() -> None:
+    versions = [VERSIONS[0] | {"weight": 100}]
+    spec = render(monitoring=None, versions=versions)[("NetworkPolicy", "iris")]["spec"]
+    assert "egress" not in spec
+    assert len(spec["ingress"]) == 1
+    assert render(monitoring=None)[("AuthorizationPolicy", "iris-access")]["spec"]["rules"][1:] == []
+
+
+def test_the_namespace_is_strict_mtls_and_default_deny() -> None:
+    args = ModelNamespaceArgs(name="service")
+    assert strict_mtls(args)["spec"] == {"mtls": {"mode": "STRICT"}}
+    deny = default_deny(args)["spec"]
+    assert deny["podSelector"] == {}
+    assert deny["policyTypes"] == ["Ingress", "Egress"]
+    assert "ingress" not in deny
+    dns, istiod = deny["egress"]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    assert istiod["ports"] == [{"protocol": "TCP", "port": 15012}]
+    for manifest in (strict_mtls(args), default_deny(args)):
+        validate(manifest)
+
+
+def test_pods_shut_down_gracefully_spread_out_and_keep_capacity() -> None:
+    objects = render(replicas=3, timeout="45s")
+    deployment = objects[("Deployment", "iris-v1")]["spec"]
+    pod = deployment["template"]["spec"]
+    assert deployment["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert pod["terminationGracePeriodSeconds"] == 10 + 45 + 5
+    for container in pod["containers"]:
+        assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 10}}}
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["labelSelector"] == {"matchLabels": {"app": "iris", "version": "v1"}}
+    budget = objects[("PodDisruptionBudget", "iris-v1")]["spec"]
+    assert budget == {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "iris", "version": "v1"}}}
+
+
+def test_a_single_replica_gets_no_disruption_budget() -> None:
+    assert not [key for key in render() if key[0] == "PodDisruptionBudget"]
+    assert ("PodDisruptionBudget", "iris-v1") in render(autoscaling={"minReplicas": 1, "maxReplicas": 2})
+
+
+@pytest.mark.parametrize(
+    ("protection", "words"),
+    [
+        ({"clients": {"allowCidrs": ["10.0.0.300/8"]}}, "not an IP address or CIDR block"),
+        ({"clients": {"allowCidrs": ["10.0.0.0/8"], "denyCidrs": ["10.0.0.0/8"]}}, "both allowed and denied"),
+        ({"jwt": {"issuer": "x", "jwksUri": "http://insecure/jwks"}}, "should match pattern"),
+        ({"requireHeaders": [{"name": "X-Team", "values": ["a"]}]}, "should match pattern"),
+        ({"rateLimit": {"requestsPerSecond": 0}}, "greater than or equal to 1"),
+        ({"circuitBreaker": {"maxEjectionPercent": 101}}, "less than or equal to 100"),
+    ],
+)
+def test_bad_protection_settings_are_config_errors(protection: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        render(protection=protection)
+
+
+def test_the_generated_s3_credentials_file_is_what_boto3_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    credentials = StorageCredentials.model_validate({"s3": {"accessKeyId": "AKIAEXAMPLE", "secretAccessKey": "s3cr3t"}})
+    path = tmp_path / "aws-credentials"
+    path.write_text(credentials.secret_data()["aws-credentials"])
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(path))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+
+    found = boto3.Session().get_credentials()
+
+    assert found is not None
+    assert (found.access_key, found.secret_key) == ("AKIAEXAMPLE", "s3cr3t")
