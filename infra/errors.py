@@ -17,13 +17,20 @@ UNIONS = {"runtime": (RUNTIMES, "runtime"), "mode": (GPU_MODES, "GPU mode")}
 TAGS = {tag for tags, _ in UNIONS.values() for tag in tags}
 
 
+def printable(text: str) -> str:
+    """Text with control and other unprintable characters escaped (\\x1e), so that a key or value
+    from the config can never break a report into misleading lines."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
     path: str
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        text = f"{self.path}: {self.message}" if self.path else self.message
+        return printable(text)
 
 
 class ConfigError(Exception):

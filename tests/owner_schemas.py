@@ -8,14 +8,21 @@ by the model, then shows up as a difference.
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
 import kubernetes_validate
 from cloudcoil.models.istio.networking import v1 as istio_networking
 from cloudcoil.models.istio.networking import v1alpha3 as istio_networking_v1alpha3
 from cloudcoil.models.istio.security import v1 as istio_security
+from kubernetes_validate import utils as kubernetes_validate_utils
 
 KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+
+# kubernetes-validate reads and parses each schema file (the shared definitions run to megabytes)
+# on every call. The files never change: read each once. Validation itself is untouched.
+kubernetes_validate_utils.schema_contents = functools.lru_cache(maxsize=None)(kubernetes_validate_utils.schema_contents)
 
 ISTIO_TYPES: dict[tuple[str, str], Any] = {
     ("networking.istio.io/v1", "VirtualService"): istio_networking.VirtualService,
@@ -54,8 +61,16 @@ def validate_istio(manifest: dict[str, Any]) -> None:
         raise IstioSchemaError(f"{manifest['kind']} has fields Istio does not know, or values it coerces")
 
 
+_VALID: set[str] = set()
+
+
 def validate(manifest: dict[str, Any]) -> None:
+    """Raise unless the object's owner accepts it. An object already accepted is not checked again."""
+    key = json.dumps(manifest, sort_keys=True)
+    if key in _VALID:
+        return
     if is_istio(manifest):
         validate_istio(manifest)
     else:
         validate_kubernetes(manifest)
+    _VALID.add(key)

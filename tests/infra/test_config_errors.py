@@ -343,3 +343,16 @@ def test_command_line_reports_without_traceback(tmp_path: Path) -> None:
     assert done.stderr.startswith("invalid stack config (1 problem):\n  models[0].name: 'Iris' is not a valid name")
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_unprintable_characters_cannot_break_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the hostile-config property test: a key holding a record separator split the lines."""
+    config = base_config() | {"\x1e": "x", "inference-platform:mo\ndels": []}
+    stack_file = write_stack_file(tmp_path / "Pulumi.bad.yaml", config)
+
+    assert main(["render", "--stack", "bad", "--config", str(stack_file)]) == 2
+
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "invalid stack config (1 problem):"
+    assert lines[1] == "  \\x1e: config keys are namespaced: write inference-platform:<key>"
+    assert len(lines) == 2
