@@ -57,7 +57,9 @@ def test_the_checks_see_the_stacks_model_workloads(rendered: tuple[str, RenderRe
     assert sum(rules.is_model_workload(r.type, r.inputs) for r in result.manifests) >= 3
 
 
-def test_production_runs_at_least_two_replicas_everywhere() -> None:
+def test_production_meets_the_advisory_policies_too() -> None:
     result = run_program("prod", read_stack_file(ROOT / "Pulumi.prod.yaml"))
+    resources = [(r.type, r.inputs) for r in result.manifests]
     assert rules.stack_of(result.manifests[0].urn) == "prod"
-    assert rules.too_few_replicas((r.type, r.inputs) for r in result.manifests) == []
+    assert rules.too_few_replicas(resources) == []
+    assert rules.without_disruption_budget(resources) == []
