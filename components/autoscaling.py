@@ -30,7 +30,7 @@ class AutoscalingSpec(ConfigModel):
     gpu_utilization: Annotated[int, Field(ge=1, le=100)] | None = Field(
         default=None, description="Target average GPU utilisation per pod, in percent (container_gpu_usage)."
     )
-    requests_per_second: Annotated[float, Field(gt=0, le=1_000_000)] | None = Field(
+    requests_per_second: Annotated[float, Field(ge=0.001, le=1_000_000)] | None = Field(
         default=None, description="Target requests per second per pod (requests_per_second)."
     )
     scale_down_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] = Field(

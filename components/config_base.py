@@ -42,6 +42,7 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 # Kubernetes resource.Quantity: a signed decimal with an optional binary or decimal suffix.
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
 # Durations as Istio and Kubernetes write them: 1h, 30s, 250ms, 1m30s.
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(h|m|s|ms|us|µs|ns))+$")
 
 
@@ -89,6 +90,25 @@ def check_quantity(value: str | int | float) -> str:
     return text
 
 
+def _label_problem(key: str, value: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        return f"label key '{key}' has a prefix that is not a DNS name"
+    if len(name) > 63 or not _LABEL_NAME.match(name):
+        return f"label key '{key}' is not a valid name (at most 63 letters, digits, '-', '_' and '.')"
+    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+        return f"label value '{value}' of '{key}' is not valid (at most 63 letters, digits, '-', '_' and '.')"
+    return None
+
+
+def check_labels(value: dict[str, str]) -> dict[str, str]:
+    for key, label_value in value.items():
+        problem = _label_problem(key, label_value)
+        if problem is not None:
+            raise PydanticCustomError("labels", "{problem}", {"problem": problem})
+    return value
+
+
 _UNIT_SECONDS = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns)")
 MAX_DURATION_SECONDS = 24 * 3600
@@ -120,6 +140,9 @@ Quantity = Annotated[str | int | float, AfterValidator(check_quantity)]
 """A Kubernetes resource quantity, kept as the string the API server will see."""
 
 Duration = Annotated[str, AfterValidator(check_duration)]
+
+Labels = Annotated[dict[str, str], AfterValidator(check_labels)]
+"""Kubernetes labels (or a label selector's matchLabels)."""
 
 Percent = Annotated[float, Field(gt=0, le=100)]
 

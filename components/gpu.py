@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from components.config_base import ConfigModel, config_problems
+from components.config_base import ConfigModel, Labels, config_problems
 
 # Resource names of the NVIDIA device plugin and of HAMi's (HAMi reuses nvidia.com/gpu as the vGPU count).
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -33,7 +33,7 @@ class Toleration(ConfigModel):
 class GpuNodes(ConfigModel):
     """Where GPU pods may run: the node labels to select and the taints to tolerate."""
 
-    node_selector: dict[str, str] = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    node_selector: Labels = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
     tolerations: list[Toleration] = Field(
         default_factory=lambda: [Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")]
     )

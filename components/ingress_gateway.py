@@ -13,23 +13,30 @@ import pulumi
 from pydantic import Field
 
 from components import pins
-from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain
+from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain, Labels
 from components.helm import chart, merge_values
 from components.kube import register
 
 DEFAULT_GATEWAY_NAMESPACE = "istio-ingress"
 DEFAULT_GATEWAY_NAME = "inference-gateway"
 ISTIO_NAMESPACE = "istio-system"
-# The gateway chart derives the pods' `istio:` label from the release name without "istio-".
 GATEWAY_RELEASE = "istio-ingressgateway"
-GATEWAY_SELECTOR = {"istio": "ingressgateway"}
+# What the chart would derive from the release name without "istio-"; set explicitly as the
+# gateway pods' labels, so a different selector cannot leave the Gateway object selecting nothing.
+DEFAULT_GATEWAY_SELECTOR = {"istio": "ingressgateway"}
 
 
 class GatewayRef(ConfigModel):
-    """Where the Istio Gateway object lives; VirtualServices name it as `<namespace>/<name>`."""
+    """Where the Istio Gateway object lives, and the labels of the gateway pods that serve it.
+    VirtualServices name it as `<namespace>/<name>`; gateway access policies select its pods."""
 
     namespace: DNS1123Label = DEFAULT_GATEWAY_NAMESPACE
     name: DNS1123Label = DEFAULT_GATEWAY_NAME
+    selector: Labels = Field(
+        default_factory=lambda: dict(DEFAULT_GATEWAY_SELECTOR),
+        min_length=1,
+        description="Labels of the gateway pods: the Gateway object and gateway access policies select them.",
+    )
 
     @property
     def qualified_name(self) -> str:
@@ -56,6 +63,11 @@ class IngressGatewayConfig(ConfigModel):
         description="NodePort on clusters without a load balancer (kind), or `pulumi up` waits for an address forever.",
     )
     node_ports: NodePorts = Field(default_factory=NodePorts, description="With NodePort: the fixed node ports.")
+    external_traffic_policy: Literal["Local", "Cluster"] = Field(
+        default="Local",
+        description="Local keeps the client's address, which allow and deny lists need (nodes without a gateway "
+        "pod then get no traffic); Cluster spreads over every node but shows the gateway a node's address.",
+    )
     replicas: Annotated[int, Field(ge=1, le=50)] = 1
     trusted_proxies: Annotated[int, Field(ge=0, le=10)] = Field(
         default=0,
@@ -107,11 +119,14 @@ def gateway_values(config: IngressGatewayConfig) -> dict[str, Any]:
         ports[1]["nodePort"] = config.node_ports.http
         ports[2]["nodePort"] = config.node_ports.https
     topology = {"gatewayTopology": {"numTrustedProxies": config.trusted_proxies}}
+    service: dict[str, Any] = {"type": config.service_type, "ports": ports}
+    if config.service_type != "ClusterIP":
+        service["externalTrafficPolicy"] = config.external_traffic_policy
     return {
-        "labels": GATEWAY_SELECTOR,
+        "labels": config.gateway.selector,
         # Merged with the chart's own pod annotations (injection template, scraping).
         "podAnnotations": {"proxy.istio.io/config": json.dumps(topology, separators=(",", ":"))},
-        "service": {"type": config.service_type, "ports": ports},
+        "service": service,
         "autoscaling": {"enabled": False},
         "replicaCount": config.replicas,
     }
@@ -136,7 +151,7 @@ def gateway_object(config: IngressGatewayConfig, domain: str) -> dict[str, Any]:
         "apiVersion": "networking.istio.io/v1",
         "kind": "Gateway",
         "metadata": {"name": config.gateway.name, "namespace": config.gateway.namespace},
-        "spec": {"selector": GATEWAY_SELECTOR, "servers": servers},
+        "spec": {"selector": config.gateway.selector, "servers": servers},
     }
 
 
@@ -190,7 +205,7 @@ class IngressGateway(pulumi.ComponentResource):
             # Its pods get their proxy image from istiod's injector (image: auto).
             pulumi.ResourceOptions(parent=self, depends_on=[ingress, istiod]),
         )
-        register(gateway_object(config, args.domain), pulumi.ResourceOptions(parent=self, depends_on=[istiod]))
+        register(gateway_object(config, args.domain), pulumi.ResourceOptions(parent=self, depends_on=[ingress, istiod]))
         self.ready = [istiod]
         self.gateway = pulumi.Output.from_input(config.gateway.qualified_name)
         self.service = pulumi.Output.from_input(f"{GATEWAY_RELEASE}.{config.gateway.namespace}.svc.cluster.local")

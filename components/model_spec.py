@@ -123,6 +123,11 @@ class TransformerSpec(ConfigModel):
     health_path: Annotated[str, Field(pattern=r"^/")] | None = Field(
         default=None, description="HTTP path that answers 200 when ready; a TCP check on the port when unset."
     )
+    run_as_user: Annotated[int, Field(ge=1, le=2147483647)] | None = Field(
+        default=None,
+        description="A numeric user to run as, when the image's USER is root or a name: pods must run as "
+        "non-root, which the kubelet can only check for a number.",
+    )
 
 
 class RetryPolicy(ConfigModel):
@@ -207,6 +212,14 @@ class ModelSpecBase(ConfigModel):
         problems = []
         if self.autoscaling.gpu_utilization is not None and self.gpu.mode == "none":
             problems.append(("autoscaling.gpuUtilization", "the model has no GPU to measure: set gpu, or drop this"))
+        elif self.autoscaling.gpu_utilization is not None and self.gpu.mode == "shared":
+            problems.append(
+                (
+                    "autoscaling.gpuUtilization",
+                    "a shared GPU is not assigned to the pod, so no exporter reports its use: "
+                    "use gpu mode exclusive or vgpu, or scale on requestsPerSecond",
+                )
+            )
         if self.autoscaling.enabled:
             fixed = ["replicas"] if "replicas" in self.model_fields_set else []
             fixed += [f"versions[{i}].replicas" for i, v in enumerate(self.versions) if v.replicas is not None]

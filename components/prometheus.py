@@ -14,7 +14,7 @@ import pulumi
 from pydantic import Field
 
 from components import pins
-from components.config_base import ConfigModel, DNS1123Label, Duration, Quantity
+from components.config_base import ConfigModel, DNS1123Label, Duration, Labels, Quantity
 from components.helm import chart, merge_values
 from components.kube import register
 
@@ -37,6 +37,9 @@ CHART_DEFAULT_JOBS = (
     "kubernetes-pods",
     "kubernetes-pods-slow",
 )
+# Our label on the server's pods, so network policies can let in Prometheus and nothing else
+# from its namespace; the chart names the server's service account like its Service.
+SCRAPER_POD_LABELS = {"inference-platform.io/role": "metrics-scraper"}
 SUBCHARTS = ("alertmanager", "kube-state-metrics", "prometheus-node-exporter", "prometheus-pushgateway")
 
 
@@ -113,6 +116,14 @@ def scrape_configs() -> list[dict[str, Any]]:
     return [service_endpoints_job(), pods_job()]
 
 
+class MetricsScraper(ConfigModel):
+    """Who scrapes the model pods: what their network and access policies let in to metrics ports."""
+
+    namespace: DNS1123Label
+    service_account: DNS1123Label = SERVER_SERVICE
+    pod_labels: Labels = Field(default_factory=lambda: dict(SCRAPER_POD_LABELS), min_length=1)
+
+
 class PrometheusConfig(ConfigModel):
     enabled: bool = True
     namespace: DNS1123Label = "monitoring"
@@ -127,6 +138,10 @@ class PrometheusConfig(ConfigModel):
     def url(self) -> str:
         return f"http://{SERVER_SERVICE}.{self.namespace}.svc"
 
+    @property
+    def scraper(self) -> MetricsScraper:
+        return MetricsScraper(namespace=self.namespace)
+
 
 def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
     volume: dict[str, Any] = {"enabled": True, "size": str(config.storage_size)}
@@ -135,6 +150,7 @@ def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
     server: dict[str, Any] = {
         # The chart sets no resources; requests and limits on every container (the policy pack).
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
+        "podLabels": SCRAPER_POD_LABELS,
         "retention": config.retention,
         "persistentVolume": volume,
         "global": {"scrape_interval": config.scrape_interval, "evaluation_interval": config.scrape_interval},

@@ -175,16 +175,33 @@ def gateway_policies(
     *,
     gateway: tuple[str, dict[str, str]],
     hosts: tuple[str, str, str],
+    private_paths: list[str],
 ) -> list[dict[str, Any]]:
     """The model's DENY AuthorizationPolicy (and JWT RequestAuthentication) on the gateway.
 
-    `gateway` is (namespace, pod selector); `hosts` is (model host, shared host, path prefix).
+    `gateway` is (namespace, pod selector); `hosts` is (model host, shared host, path prefix);
+    `private_paths` are the server's paths nobody outside the cluster may call (its metrics).
     """
-    if not protection.at_gateway:
+    if not protection.at_gateway and not private_paths:
         return []
     gateway_namespace, gateway_selector = gateway
     to = _operations(*hosts)
+    host, shared_host, path_prefix = hosts
     rules: list[dict[str, Any]] = []
+    if private_paths:
+        rules.append(
+            {
+                "to": [
+                    {"operation": {"hosts": [host, f"{host}:*"], "paths": private_paths}},
+                    {
+                        "operation": {
+                            "hosts": [shared_host, f"{shared_host}:*"],
+                            "paths": [path_prefix + path.removeprefix("/") for path in private_paths],
+                        }
+                    },
+                ]
+            }
+        )
     clients = protection.clients
     if clients.deny_cidrs:
         rules.append({"from": [{"source": {"remoteIpBlocks": clients.deny_cidrs}}], "to": to})
@@ -213,7 +230,7 @@ def gateway_policies(
         {
             "apiVersion": "security.istio.io/v1",
             "kind": "AuthorizationPolicy",
-            "metadata": {"name": f"{name}-clients", "namespace": gateway_namespace},
+            "metadata": {"name": f"{name}-gateway", "namespace": gateway_namespace},
             "spec": {"selector": {"matchLabels": gateway_selector}, "action": "DENY", "rules": rules},
         }
     )
@@ -227,10 +244,11 @@ def access_policy(
     *,
     gateway_account: tuple[str, str],
     serving_ports: list[int],
-    metrics: tuple[str, int] | None,
+    metrics: tuple[tuple[str, str], int] | None,
 ) -> dict[str, Any]:
     """ALLOW the gateway's service account (namespace, name) to the serving ports and Prometheus'
-    namespace to the metrics port; nobody else."""
+    (namespace, name) to the metrics port; nobody else. A Prometheus outside the mesh scrapes the
+    sidecar agent's merged endpoint instead, which the network policy keeps to Prometheus."""
     gateway_namespace, account = gateway_account
     rules: list[dict[str, Any]] = [
         {
@@ -239,10 +257,10 @@ def access_policy(
         }
     ]
     if metrics is not None:
-        monitoring_namespace, port = metrics
+        (scraper_namespace, scraper_account), port = metrics
         rules.append(
             {
-                "from": [{"source": {"namespaces": [monitoring_namespace]}}],
+                "from": [{"source": {"principals": [f"{TRUST_DOMAIN}/ns/{scraper_namespace}/sa/{scraper_account}"]}}],
                 "to": [{"operation": {"ports": [str(port)]}}],
             }
         )

@@ -21,6 +21,7 @@ from infra.render_files import render_texts, write_render
 from infra.schema import stack_file_schema
 from infra.stack_file import read_stack_file
 
+EXIT_PROGRAM_ERROR = 1
 EXIT_CONFIG_ERROR = 2
 
 
@@ -35,8 +36,8 @@ def _render(args: argparse.Namespace) -> int:
         print(error.report(), file=sys.stderr)
         return EXIT_CONFIG_ERROR
     except pulumi.RunError as error:
-        print(error, file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        print(f"the program failed: {error}", file=sys.stderr)
+        return EXIT_PROGRAM_ERROR
     write_render(render_texts(result), out_dir)
     _print_summary(result, args.stack, out_dir)
     return 0
@@ -91,6 +92,9 @@ def _promote(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    except pulumi.RunError as error:
+        print(f"promote: the program failed: {error}; nothing was written", file=sys.stderr)
+        return EXIT_PROGRAM_ERROR
     return 0
 
 

@@ -22,7 +22,8 @@ from components.model_storage import StorageCredentials
 from components.prometheus import PrometheusConfig
 from components.prometheus_adapter import PrometheusAdapterConfig
 from components.runtimes import ModelSpec
-from infra.errors import ConfigError, problems_from_validation
+from infra.errors import ConfigError, Problem, problems_from_validation
+from infra.stack_file import nesting_problem
 
 PROJECT = "inference-platform"
 
@@ -150,7 +151,18 @@ def parse_stack_config(values: Mapping[str, Any]) -> StackConfig:
 
     Raises ConfigError listing every problem with its path.
     """
-    decoded = {key: decode_value(value) for key, value in values.items()}
+    decoded: dict[str, Any] = {}
+    too_deep: list[Problem] = []
+    for key, value in values.items():
+        try:
+            decoded[key] = decode_value(value)
+            problem = nesting_problem(decoded[key])
+        except RecursionError:
+            problem = "nests values too deeply"
+        if problem is not None:
+            too_deep.append(Problem(key, problem))
+    if too_deep:
+        raise ConfigError(too_deep)
     try:
         return StackConfig.model_validate(decoded)
     except ValidationError as error:

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from infra.config import PROJECT, parse_stack_config, project_values
@@ -25,7 +26,7 @@ from infra.diff import diff_renders, markdown_report
 from infra.errors import ConfigError, Problem
 from infra.render import run_program
 from infra.render_files import render_texts, write_render
-from infra.stack_file import read_stack_file, stack_file_from_document
+from infra.stack_file import nesting_problem, read_stack_file, read_stack_text, stack_file_from_document
 
 MODELS_KEY = f"{PROJECT}:models"
 
@@ -123,9 +124,18 @@ def _round_trip(text: str) -> tuple[YAML, Any]:
     yaml = YAML()
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap long lines
-    _, indent, block_sequence_indent = load_yaml_guess_indent(text)
-    yaml.indent(mapping=block_sequence_indent or 2, sequence=indent or 2, offset=block_sequence_indent or 0)
-    return yaml, yaml.load(text)
+    try:
+        _, indent, block_sequence_indent = load_yaml_guess_indent(text)
+        yaml.indent(mapping=block_sequence_indent or 2, sequence=indent or 2, offset=block_sequence_indent or 0)
+        document = yaml.load(text)
+    except YAMLError as error:
+        raise PromotionError(f"the stack file is not valid YAML: {error}") from None
+    except RecursionError:
+        raise PromotionError("the stack file nests values too deeply to edit") from None
+    problem = nesting_problem(document)
+    if problem is not None:
+        raise PromotionError(f"the stack file {problem}")
+    return yaml, document
 
 
 def _dump(yaml: YAML, document: Any) -> str:
@@ -157,10 +167,7 @@ def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
     """Edit, validate, show the render diff, then write. Raises PromotionError or ConfigError."""
     if promotion.empty:
         raise PromotionError("nothing to do: give --weights, --mirror, --add-version or --retire")
-    try:
-        original = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise PromotionError(f"cannot read {path}: {error.strerror}") from None
+    original = read_stack_text(path)
     edited = edit(original, promotion)
     try:
         _validate(edited, path)

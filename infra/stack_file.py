@@ -20,6 +20,8 @@ from infra.errors import ConfigError, Problem
 MAX_FILE_BYTES = 1024 * 1024
 # Aliases share nodes, so a small file can expand into billions of them ("billion laughs").
 MAX_EXPANDED_NODES = 200_000
+# Stack config nests a handful of levels; chart values a few more. Deeper is an attack or an accident.
+MAX_NESTING = 32
 SECRET_PLACEHOLDER = "[secret]"
 
 
@@ -35,18 +37,44 @@ def _fail(path: Path, message: str) -> ConfigError:
     return ConfigError([Problem("", f"{path}: {message}")])
 
 
-def _check_expansion(document: Any, path: Path) -> None:
+def nesting_problem(document: Any) -> str | None:
+    """Why a loaded document is too big to handle (aliases expanding it, or deep nesting), if it is."""
     budget = MAX_EXPANDED_NODES
-    stack = [document]
+    stack = [(document, 0)]
     while stack:
-        node = stack.pop()
+        node, depth = stack.pop()
         budget -= 1
         if budget < 0:
-            raise _fail(path, f"expands to more than {MAX_EXPANDED_NODES} values (YAML aliases?); refusing to read it")
+            return f"expands to more than {MAX_EXPANDED_NODES} values (YAML aliases?); refusing to read it"
+        if depth > MAX_NESTING:
+            return f"nests values more than {MAX_NESTING} levels deep; refusing to read it"
         if isinstance(node, Mapping):
-            stack.extend(node.values())
+            stack.extend((child, depth + 1) for child in node.values())
         elif isinstance(node, list):
-            stack.extend(node)
+            stack.extend((child, depth + 1) for child in node)
+    return None
+
+
+def read_stack_text(path: Path) -> str:
+    """A stack file's text, refused when it is unreadable or too large to be a stack file."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise _fail(path, f"is {size} bytes; a stack file may be at most {MAX_FILE_BYTES} bytes")
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise _fail(path, f"cannot read the stack file ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise _fail(path, f"is not UTF-8 text: {error}") from None
+
+
+def _load_yaml(text: str, path: Path) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise _fail(path, f"is not valid YAML: {error}") from None
+    except RecursionError:
+        raise _fail(path, f"nests values more than {MAX_NESTING} levels deep; refusing to read it") from None
 
 
 def _is_secure(value: Any) -> bool:
@@ -81,22 +109,14 @@ def wire_value(value: Any) -> str:
 
 def read_stack_file(path: Path) -> StackFile:
     """Load and decode a stack file; raises ConfigError with a clear reason when it cannot."""
-    try:
-        size = path.stat().st_size
-    except OSError as error:
-        raise _fail(path, f"cannot read the stack file ({error.strerror})") from None
-    if size > MAX_FILE_BYTES:
-        raise _fail(path, f"is {size} bytes; a stack file may be at most {MAX_FILE_BYTES} bytes")
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise _fail(path, f"is not valid YAML: {error}") from None
-    return stack_file_from_document(document, path)
+    return stack_file_from_document(_load_yaml(read_stack_text(path), path), path)
 
 
 def stack_file_from_document(document: Any, path: Path) -> StackFile:
     """Decode a loaded stack file document (plain data, or ruamel's round-trip containers)."""
-    _check_expansion(document, path)
+    problem = nesting_problem(document)
+    if problem is not None:
+        raise _fail(path, problem)
     if document is None:
         document = {}
     if not isinstance(document, Mapping):

@@ -51,9 +51,7 @@ def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[
                 url_scheme=config.platform.ingress.url_scheme,
                 gpu_nodes=config.platform.gpu_nodes,
                 storage=access,
-                monitoring_namespace=config.platform.prometheus.namespace
-                if config.platform.prometheus.enabled
-                else None,
+                metrics_scraper=config.platform.prometheus.scraper if config.platform.prometheus.enabled else None,
             ),
             opts=pulumi.ResourceOptions(depends_on=dependencies),
         )

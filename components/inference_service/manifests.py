@@ -16,9 +16,10 @@ from pydantic import Field
 from components.autoscaling import horizontal_pod_autoscaler
 from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain, duration_seconds
 from components.gpu import VISIBLE_DEVICES, GpuNodes
-from components.ingress_gateway import GATEWAY_RELEASE, GATEWAY_SELECTOR, GatewayRef
+from components.ingress_gateway import GATEWAY_RELEASE, GatewayRef
 from components.model_spec import ModelVersion, ResourceList, Resources, TransformerSpec
 from components.model_storage import StorageAccess, download_port, is_downloaded, model_files
+from components.prometheus import MetricsScraper
 from components.protection import access_policy, gateway_policies, rate_limit_filter
 from components.runtimes import ModelSpec
 from components.runtimes.base import (
@@ -66,8 +67,8 @@ class InferenceServiceArgs(ConfigModel):
     url_scheme: str = "http"
     gpu_nodes: GpuNodes = Field(default_factory=GpuNodes)
     storage: StorageAccess | None = Field(default=None, description="Credentials for downloaded model files.")
-    monitoring_namespace: DNS1123Label | None = Field(
-        default=None, description="Where Prometheus runs: the only namespace that may reach metrics ports."
+    metrics_scraper: MetricsScraper | None = Field(
+        default=None, description="Prometheus: the only workload that may reach metrics ports."
     )
 
     @property
@@ -196,7 +197,8 @@ def _transformer(args: InferenceServiceArgs, transformer: TransformerSpec, plan:
             "startupProbe": probe | {"failureThreshold": 60},
             "readinessProbe": probe,
             "livenessProbe": tcp_probe(transformer.port, period=10, failures=3),
-            "securityContext": CONTAINER_SECURITY,
+            "securityContext": CONTAINER_SECURITY
+            | ({"runAsUser": transformer.run_as_user} if transformer.run_as_user is not None else {}),
             "lifecycle": LIFECYCLE,
             "imagePullPolicy": "Always",
         }
@@ -400,8 +402,14 @@ def network_policy(args: InferenceServiceArgs, ports: dict[str, int], metrics_po
     serving = sorted({ports[name] for name in ("http", "grpc") if name in ports})
     gateway = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.gateway.namespace}}}
     ingress: list[dict[str, Any]] = [{"from": [gateway], "ports": [{"protocol": "TCP", "port": p} for p in serving]}]
-    if args.monitoring_namespace is not None:
-        monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.monitoring_namespace}}}
+    scraper = args.metrics_scraper
+    if scraper is not None:
+        monitoring = {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": scraper.namespace}},
+            "podSelector": {"matchLabels": scraper.pod_labels},
+        }
+        # Istio's merged endpoint (the sidecar agent's port, outside Envoy's mTLS and access
+        # policies: this rule is what keeps it to Prometheus) and the server's own.
         scraped = sorted({MERGED_METRICS_PORT, metrics_port})
         ingress.append({"from": [monitoring], "ports": [{"protocol": "TCP", "port": p} for p in scraped]})
     spec: dict[str, Any] = {
@@ -409,17 +417,6 @@ def network_policy(args: InferenceServiceArgs, ports: dict[str, int], metrics_po
         "policyTypes": ["Ingress", "Egress"],
         "ingress": ingress,
     }
-    downloads = sorted(
-        {download_port(v.model_uri, args.storage) for v in args.model.versions if is_downloaded(v.model_uri)}
-    )
-    if downloads:
-        # The storage initializer fetches model files from outside the cluster.
-        spec["egress"] = [
-            {
-                "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}],
-                "ports": [{"protocol": "TCP", "port": p} for p in downloads],
-            }
-        ]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -428,22 +425,48 @@ def network_policy(args: InferenceServiceArgs, ports: dict[str, int], metrics_po
     }
 
 
-def protection_manifests(args: InferenceServiceArgs, ports: dict[str, int], metrics_port: int) -> list[dict[str, Any]]:
+def download_policy(args: InferenceServiceArgs, version: ModelVersion) -> dict[str, Any] | None:
+    """The way out for a version whose storage initializer fetches model files from outside the
+    cluster: its own policy, so adding or retiring a version leaves the model's policy alone."""
+    if not is_downloaded(version.model_uri):
+        return None
+    port = download_port(version.model_uri, args.storage)
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(args, f"{version_name(args, version)}-download", version),
+        "spec": {
+            "podSelector": {"matchLabels": selector_labels(args, version)},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}],
+                    "ports": [{"protocol": "TCP", "port": port}],
+                }
+            ],
+        },
+    }
+
+
+def protection_manifests(args: InferenceServiceArgs, ports: dict[str, int], plan: ServerPlan) -> list[dict[str, Any]]:
     """Rate limit, gateway access rules, in-mesh access and network policy of the model."""
     model, protection = args.model, args.model.protection
+    serving = sorted({ports[name] for name in ("http", "grpc") if name in ports})
+    # A server with metrics on its serving port would publish them through the gateway.
+    private_paths = [plan.metrics_path] if plan.metrics_port in serving else []
     objects = gateway_policies(
         model.name,
         protection,
-        gateway=(args.gateway.namespace, GATEWAY_SELECTOR),
+        gateway=(args.gateway.namespace, args.gateway.selector),
         hosts=(args.host, args.shared_host, args.path_prefix),
+        private_paths=private_paths,
     )
     if protection.rate_limit is not None:
         name = f"{model.name}-rate-limit"
         objects.append(rate_limit_filter(name, args.namespace, selector_labels(args), protection.rate_limit))
-    serving = sorted({ports[name] for name in ("http", "grpc") if name in ports})
     scraped = None
-    if args.monitoring_namespace is not None and metrics_port not in serving:
-        scraped = (args.monitoring_namespace, metrics_port)
+    if args.metrics_scraper is not None and plan.metrics_port not in serving:
+        scraped = ((args.metrics_scraper.namespace, args.metrics_scraper.service_account), plan.metrics_port)
     access = access_policy(
         f"{model.name}-access",
         args.namespace,
@@ -453,17 +476,16 @@ def protection_manifests(args: InferenceServiceArgs, ports: dict[str, int], metr
         metrics=scraped,
     )
     objects.append(access | {"metadata": access["metadata"] | {"labels": object_labels(args)}})
-    objects.append(network_policy(args, ports, metrics_port))
+    objects.append(network_policy(args, ports, plan.metrics_port))
     return objects
 
 
 def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
     """Every object of the model, versions first, in a stable order."""
     objects: list[dict[str, Any]] = []
+    plans = [(version, args.model.plan(version, args.gpu_nodes)) for version in args.model.versions]
     ports: dict[str, int] = {}
-    metrics_port = 0
-    for version in args.model.versions:
-        plan = args.model.plan(version, args.gpu_nodes)
+    for version, plan in plans:
         if plan.config_files:
             objects.append(config_map(args, version, plan))
         workload = deployment(args, version, plan)
@@ -476,7 +498,10 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
         budget = disruption_budget(args, version)
         if budget is not None:
             objects.append(budget)
-        ports, metrics_port = _pod_ports(pod), plan.metrics_port  # the same for every version of a model
+        download = download_policy(args, version)
+        if download is not None:
+            objects.append(download)
+        ports = _pod_ports(pod)  # the same for every version of a model
     objects += [model_service(args), destination_rule(args), virtual_service(args)]
-    objects += protection_manifests(args, ports, metrics_port)
+    objects += protection_manifests(args, ports, plans[-1][1])
     return objects

@@ -32,7 +32,8 @@ class ServerPlan:
     metrics_port: int
     metrics_path: str
     run_as_user: int | None = None
-    """The user to run as when the image's own user is root."""
+    """The numeric user to run as when the image's own user is root or a name, which the kubelet
+    cannot check against runAsNonRoot."""
     volumes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     """Volumes the container mounts beyond the config, model and scratch volumes."""
 

@@ -70,6 +70,15 @@ class TFServingModel(ModelSpecBase):
     @model_validator(mode="after")
     def _numbered_versions(self) -> TFServingModel:
         problems = self.unnumbered_versions("TF Serving")
+        if self.batching is not None and self.platform_config is not None:
+            # server.cc reads --enable_batching and --batching_parameters_file only without a platform config.
+            problems.append(
+                (
+                    "batching",
+                    "TF Serving ignores batching settings when a platformConfig is given: "
+                    "put batching_parameters in the platform config instead",
+                )
+            )
         if problems:
             raise config_problems(problems)
         return self

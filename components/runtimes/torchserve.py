@@ -30,6 +30,10 @@ INFERENCE_PORT = 8080
 MANAGEMENT_PORT = 8081
 METRICS_PORT = 8082
 METRICS_PATH = "/metrics"
+# The image's USER is the name `model-server`, which the kubelet cannot check against
+# runAsNonRoot. Any numeric user works: the image's files are world-readable and the server
+# writes only to the scratch volume.
+RUN_AS_USER = 1000
 CONFIG_DIR = "/etc/torchserve"
 MODEL_STORE = "/home/model-server/model-store"
 
@@ -150,6 +154,7 @@ class TorchServeModel(ModelSpecBase):
             http_port=INFERENCE_PORT,
             metrics_port=METRICS_PORT,
             metrics_path=METRICS_PATH,
+            run_as_user=RUN_AS_USER,
         )
 
     def example_request(self) -> ExampleRequest:

@@ -128,9 +128,30 @@ class TritonModel(ModelSpecBase):
                 for key, tensors in (("inputs", self.inputs), ("outputs", self.outputs))
                 if not tensors
             ]
+            problems += self._batching_and_instance_problems()
         if problems:
             raise config_problems(problems)
         return self
+
+    def _batching_and_instance_problems(self) -> list[tuple[str, str]]:
+        problems = []
+        batching = self.dynamic_batching
+        if batching is not None and self.max_batch_size == 0:
+            problems.append(("dynamicBatching", "needs maxBatchSize above 0: a model without a batch dimension"))
+        elif batching is not None:
+            maximum = self.max_batch_size
+            problems += [
+                (f"dynamicBatching.preferredBatchSize[{i}]", f"{size} is more than maxBatchSize ({maximum})")
+                for i, size in enumerate(batching.preferred_batch_size)
+                if size > self.max_batch_size
+            ]
+        if self.gpu.mode == "none":
+            problems += [
+                (f"instanceGroups[{i}].kind", "gpu instances need a GPU: set the model's gpu, or kind cpu")
+                for i, group in enumerate(self.instance_groups)
+                if group.kind == "gpu"
+            ]
+        return problems
 
     def _check_supplied_config(self) -> list[str]:
         message = model_config_message()
@@ -139,6 +160,10 @@ class TritonModel(ModelSpecBase):
         except text_format.ParseError as error:
             return [f"not a valid Triton ModelConfig: {error}"]
         problems = []
+        if not message.platform and not message.backend:
+            problems.append("it names no platform or backend, which a strict model config needs")
+        if not message.input or not message.output:
+            problems.append("it lists no input or no output tensors, which a strict model config needs")
         if message.name and message.name != self.name:
             problems.append(f"its name is {message.name!r}; Triton requires the model's name, {self.name!r}")
         if message.platform and message.platform != PLATFORMS[self.format]:

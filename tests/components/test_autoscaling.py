@@ -112,6 +112,11 @@ def test_without_targets_the_default_cpu_target_is_written_out() -> None:
         ({"gpu": "none", "autoscaling": {"maxReplicas": 3, "gpuUtilization": 50}}, "the model has no GPU"),
         ({"replicas": 3, "autoscaling": {"maxReplicas": 3}}, "set replicas or autoscaling, not both"),
         ({"autoscaling": {"maxReplicas": 3, "gpuUtilization": 150}}, "less than or equal to 100"),
+        (
+            {"gpu": {"mode": "shared"}, "autoscaling": {"maxReplicas": 3, "gpuUtilization": 50}},
+            "no exporter reports its use",
+        ),
+        ({"autoscaling": {"maxReplicas": 3, "requestsPerSecond": 0.0001}}, "greater than or equal to 0.001"),
     ],
 )
 def test_impossible_autoscaling_is_a_config_error(settings: dict[str, Any], words: str) -> None:

@@ -9,28 +9,32 @@ from typing import Any
 
 import boto3
 import pytest
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from components.inference_service.manifests import InferenceServiceArgs, model_manifests
 from components.model_namespace import ModelNamespaceArgs, default_deny, strict_mtls
 from components.model_storage import StorageCredentials
-from components.runtimes.mlserver import MLServerModel
+from components.prometheus import MetricsScraper
+from components.runtimes import ModelSpec
 from tests.conftest import ROOT
 from tests.owner_schemas import validate
 
 ENVOY_PYTHON = ROOT / ".venv-envoy" / "bin" / "python"
 ENVOY_PARSE = Path(__file__).with_name("envoy_parse.py")
+MODEL_SPEC: TypeAdapter[ModelSpec] = TypeAdapter(ModelSpec)
+TF_METRICS = "/monitoring/prometheus/metrics"
 VERSIONS = [
     {"name": "v1", "modelUri": "pvc://models/iris/v1", "weight": 100},
     {"name": "v2", "modelUri": "s3://bucket/iris/2", "mirrorPercent": 10},
 ]
 
 
-def render(monitoring: str | None = "monitoring", **settings: Any) -> dict[tuple[str, str], dict[str, Any]]:
-    spec = MLServerModel.model_validate({"name": "iris", "runtime": "mlserver", "versions": VERSIONS} | settings)
-    args = InferenceServiceArgs(
-        model=spec, namespace="service", domain="models.example.com", monitoring_namespace=monitoring
-    )
+def render(
+    monitoring: str | None = "monitoring", runtime: str = "mlserver", **settings: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
+    spec = MODEL_SPEC.validate_python({"name": "iris", "runtime": runtime, "versions": VERSIONS} | settings)
+    scraper = MetricsScraper(namespace=monitoring) if monitoring is not None else None
+    args = InferenceServiceArgs(model=spec, namespace="service", domain="models.example.com", metrics_scraper=scraper)
     manifests = model_manifests(args)
     for manifest in manifests:
         validate(manifest)
@@ -87,7 +91,7 @@ def test_client_lists_headers_and_jwt_are_deny_rules_scoped_to_the_model() -> No
             },
         }
     )
-    policy = objects[("AuthorizationPolicy", "iris-clients")]
+    policy = objects[("AuthorizationPolicy", "iris-gateway")]
     assert policy["metadata"]["namespace"] == "istio-ingress"
     spec = policy["spec"]
     assert spec["action"] == "DENY"  # an ALLOW on the shared gateway would shut out every other model
@@ -114,7 +118,27 @@ def test_client_lists_headers_and_jwt_are_deny_rules_scoped_to_the_model() -> No
 
 
 def test_nothing_at_the_gateway_by_default() -> None:
-    assert not [key for key in render() if key[1] in ("iris-clients", "iris-jwt")]
+    assert not [key for key in render() if key[1] in ("iris-gateway", "iris-jwt")]
+
+
+@pytest.mark.parametrize(
+    ("runtime", "settings", "path"),
+    [
+        ("vllm", {"gpu": "exclusive"}, "/metrics"),
+        ("tfserving", {"versions": [{"name": "v1", "modelUri": "pvc://models/iris/1", "weight": 100}]}, TF_METRICS),
+    ],
+)
+def test_metrics_on_the_serving_port_stay_inside_the_cluster(runtime: str, settings: dict[str, Any], path: str) -> None:
+    """vLLM and TF Serving serve metrics on the port the gateway routes to: the gateway refuses them."""
+    objects = render(runtime=runtime, **settings)
+    (private,) = objects[("AuthorizationPolicy", "iris-gateway")]["spec"]["rules"]
+    assert "from" not in private  # from anyone
+    assert private["to"] == [
+        {"operation": {"hosts": ["iris.models.example.com", "iris.models.example.com:*"], "paths": [path]}},
+        {"operation": {"hosts": ["models.example.com", "models.example.com:*"], "paths": [f"/models/iris{path}"]}},
+    ]
+    # Prometheus reaches them inside the mesh like any metrics port; no separate metrics rule.
+    assert len(objects[("AuthorizationPolicy", "iris-access")]["spec"]["rules"]) == 1
 
 
 def test_circuit_breaking_ejects_a_pod_not_the_version() -> None:
@@ -139,25 +163,41 @@ def test_only_the_gateway_reaches_serving_ports_and_only_prometheus_metrics() ->
         "to": [{"operation": {"ports": ["8080", "8081"]}}],
     }
     assert prometheus == {
-        "from": [{"source": {"namespaces": ["monitoring"]}}],
+        "from": [{"source": {"principals": ["cluster.local/ns/monitoring/sa/prometheus-server"]}}],
         "to": [{"operation": {"ports": ["8082"]}}],
     }
 
 
 def test_network_policy_lets_in_the_gateway_and_prometheus_and_out_the_download() -> None:
-    spec = render()[("NetworkPolicy", "iris")]["spec"]
+    objects = render()
+    spec = objects[("NetworkPolicy", "iris")]["spec"]
     gateway, prometheus = spec["ingress"]
     assert gateway["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "istio-ingress"}}}]
     assert [p["port"] for p in gateway["ports"]] == [8080, 8081]
+    # Prometheus' server pods only, not everything else in its namespace.
+    assert prometheus["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"inference-platform.io/role": "metrics-scraper"}},
+        }
+    ]
     assert [p["port"] for p in prometheus["ports"]] == [8082, 15020]
-    (egress,) = spec["egress"]
-    assert [p["port"] for p in egress["ports"]] == [443]  # v2 downloads from S3
+    assert "egress" not in spec
+    # v2 downloads from S3: only its own pods may leave the cluster, and only to HTTPS.
+    assert ("NetworkPolicy", "iris-v1-download") not in objects
+    download = objects[("NetworkPolicy", "iris-v2-download")]["spec"]
+    assert download["podSelector"] == {"matchLabels": {"app": "iris", "version": "v2"}}
+    assert download["policyTypes"] == ["Egress"]
+    (egress,) = download["egress"]
+    assert [p["port"] for p in egress["ports"]] == [443]
 
 
 def test_without_downloads_or_prometheus_nothing_more_is_open() -> None:
     versions = [VERSIONS[0] | {"weight": 100}]
-    spec = render(monitoring=None, versions=versions)[("NetworkPolicy", "iris")]["spec"]
+    objects = render(monitoring=None, versions=versions)
+    spec = objects[("NetworkPolicy", "iris")]["spec"]
     assert "egress" not in spec
+    assert not [key for key in objects if key[1].endswith("-download")]
     assert len(spec["ingress"]) == 1
     assert render(monitoring=None)[("AuthorizationPolicy", "iris-access")]["spec"]["rules"][1:] == []
 
@@ -226,3 +266,20 @@ def test_the_generated_s3_credentials_file_is_what_boto3_reads(tmp_path: Path, m
 
     assert found is not None
     assert (found.access_key, found.secret_key) == ("AKIAEXAMPLE", "s3cr3t")
+
+
+def test_torchserve_runs_as_a_numeric_user() -> None:
+    """Its image's USER is the name `model-server`, which the kubelet cannot check against runAsNonRoot."""
+    pod = render(runtime="torchserve")[("Deployment", "iris-v1")]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 1000
+
+
+def test_a_transformer_image_can_be_given_a_numeric_user() -> None:
+    transformer = {"image": "registry.example.com/tokenizer:1.2.0"}
+    objects = render(transformer=transformer | {"runAsUser": 1001})
+    containers = objects[("Deployment", "iris-v1")]["spec"]["template"]["spec"]["containers"]
+    assert containers[0]["name"] == "transformer"
+    assert containers[0]["securityContext"]["runAsUser"] == 1001
+    unset = render(transformer=transformer)[("Deployment", "iris-v1")]["spec"]["template"]["spec"]["containers"]
+    assert "runAsUser" not in unset[0]["securityContext"]

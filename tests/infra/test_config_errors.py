@@ -258,6 +258,18 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "'LoadBalancer', 'NodePort' or 'ClusterIP'",
     ),
     (
+        "bad-gateway-selector-label",
+        set_key("inference-platform:platform", {"ingress": {"gateway": {"selector": {"istio": "ingress gateway"}}}}),
+        "platform.ingress.gateway.selector",
+        "label value 'ingress gateway' of 'istio' is not valid",
+    ),
+    (
+        "bad-gpu-node-label-key",
+        set_key("inference-platform:platform", {"gpuNodes": {"nodeSelector": {"nvidia.com/gpu/present": "true"}}}),
+        "platform.gpuNodes.nodeSelector",
+        "has a prefix that is not a DNS name",
+    ),
+    (
         "node-port-out-of-range",
         set_key("inference-platform:platform", {"ingress": {"nodePorts": {"http": 80}}}),
         "platform.ingress.nodePorts.http",

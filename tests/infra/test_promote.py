@@ -136,6 +136,7 @@ REFUSALS = [
     (["--model", "iris", "--add-version", "V4", "--model-uri", "pvc://m/x"], "not a valid name"),
     (["--model", "iris", "--add-version", "v4", "--model-uri", "ftp://m/x"], "unsupported scheme"),
     (["--model", "iris"], "nothing to do"),
+    (["--model", "iris", "--retire", "v9"], "has no version 'v9'"),
 ]
 
 
@@ -157,6 +158,37 @@ def test_refusals_exit_2_and_leave_the_file_alone(
 def test_a_missing_stack_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(tmp_path / "Pulumi.gone.yaml", "--model", "iris", "--weights", "v1=100") == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+BROKEN_FILES = {
+    "not-a-mapping": ("- a\n- list\n", "the stack file is not a mapping"),
+    "no-models": ("config:\n  inference-platform:domain: models.example.com\n", "no inference-platform:models list"),
+    "models-not-a-list": ("config:\n  inference-platform:models: iris\n", "no inference-platform:models list"),
+    "versions-not-a-list": (
+        "config:\n  inference-platform:models:\n    - name: iris\n      versions: v1\n",
+        "model 'iris' has no versions list",
+    ),
+    "not-yaml": ("config: [unclosed\n", "not valid YAML"),
+    "nested-flow": ("config: {x: " + "[" * 5000 + "]" * 5000 + "}\n", "nests values too deeply"),
+    "nested-block": ("config:\n  x:\n" + "".join("    " + "  " * d + "- \n" for d in range(60)), "levels deep"),
+    "huge": ("config:\n  x:y: " + "a" * (2 * 1024 * 1024) + "\n", "a stack file may be at most"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_FILES))
+def test_broken_and_hostile_stack_files_are_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    text, words = BROKEN_FILES[name]
+    path = tmp_path / "Pulumi.broken.yaml"
+    path.write_text(text)
+
+    assert run(path, "--model", "iris", "--weights", "v1=100") == 2
+
+    err = capsys.readouterr().err
+    assert words in err
+    assert "Traceback" not in err
+    assert path.read_text() == text
 
 
 def test_rolling_back_the_config_commit_reverses_the_diff(dev: Path, tmp_path: Path) -> None:

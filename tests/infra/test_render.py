@@ -10,9 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pulumi
+import pytest
 import yaml
 
+import stacks
 from infra.cli import main
+from infra.config import parse_stack_config
+from infra.errors import ConfigError
 from infra.render_files import CHARTS, MANIFESTS, OUTPUTS
 from tests.conftest import ROOT, base_config, write_stack_file
 
@@ -127,15 +132,45 @@ def test_unreadable_and_hostile_stack_files_are_refused(tmp_path: Path, capsys: 
         + "config: {inference-platform:domain: *i}\n",
         "huge.yaml": "config:\n" + "  x:y: " + "a" * (2 * 1024 * 1024) + "\n",
         "bare-key.yaml": "config:\n  domain: models.example.com\n",
+        # Past the YAML parser's recursion limit, and within it but deeper than any config.
+        "nested-flow.yaml": "config: {inference-platform:models: " + "[" * 5000 + "]" * 5000 + "}\n",
+        "nested-block.yaml": "config:\n  inference-platform:models:\n"
+        + "".join("    " + "  " * depth + "- \n" for depth in range(60)),
+        "not-utf8.yaml": b"config:\n  inference-platform:domain: \xff\xfe\n",
     }
     for name, text in cases.items():
         path = tmp_path / name
-        if text is not None:
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        elif text is not None:
             path.write_text(text)
         assert main(["render", "--stack", "s", "--config", str(path), "--out", str(tmp_path / "o")]) == 2, name
         err = capsys.readouterr().err
         assert err.startswith("invalid stack config"), (name, err)
         assert "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_values_nested_too_deep_for_the_program_are_refused_by_path() -> None:
+    """What the Pulumi CLI passes the program can be deeper than any config; refused, not crashed."""
+    deep = "[" * 50 + "]" * 50
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config({"models": deep, "storage": "[" * 5000 + "]" * 5000})
+    assert [
+        (problem.path, "levels deep" in problem.message or "too deeply" in problem.message)
+        for problem in raised.value.problems
+    ] == [("models", True), ("storage", True)]
+
+
+def test_a_program_failure_exits_1_not_as_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any
+) -> None:
+    def fail(_: object) -> None:
+        raise pulumi.RunError("the cluster layer could not be composed")
+
+    monkeypatch.setattr(stacks, "deploy", fail)
+    assert main(["render", "--stack", "dev", "--out", str(tmp_path / "o")]) == 1
+    assert capsys.readouterr().err == "the program failed: the cluster layer could not be composed\n"
     assert not (tmp_path / "o").exists()
 
 

@@ -61,7 +61,7 @@ def test_istio_installs_in_order_and_istio_objects_wait_for_istiod(full: RenderR
     assert "istio-base" in depends_on(full, registration(full, chart_type, "istiod"))
     assert {"istiod", "istio-ingress"} <= depends_on(full, registration(full, chart_type, "istio-ingressgateway"))
     gateway = registration(full, "kubernetes:networking.istio.io/v1:Gateway", "inference-gateway")
-    assert "istiod" in depends_on(full, gateway)
+    assert {"istiod", "istio-ingress"} <= depends_on(full, gateway)
     istio_objects = [r for r in full.manifests if r.type.startswith("kubernetes:networking.istio.io/v1:")]
     owners = full.component_labels()
     model_objects = [
@@ -184,3 +184,34 @@ def test_platform_components_are_typed_components(full: RenderResult) -> None:
         "inference-platform:platform:DcgmExporter",
         "inference-platform:platform:Hami",
     } <= components
+
+
+def test_the_gateway_selector_is_configurable_and_used_everywhere(render_config: Render) -> None:
+    config = base_config() | {
+        "inference-platform:platform": {"ingress": {"gateway": {"selector": {"istio": "public-gateway"}}}}
+    }
+    config["inference-platform:models"][0]["protection"] = {"clients": {"denyCidrs": ["10.6.6.0/24"]}}
+    result = render_config(config)
+    assert charts(result)["istio-ingressgateway"]["values"]["labels"] == {"istio": "public-gateway"}
+    gateway = registration(result, "kubernetes:networking.istio.io/v1:Gateway", "inference-gateway").inputs
+    assert gateway["spec"]["selector"] == {"istio": "public-gateway"}
+    policy = registration(result, "kubernetes:security.istio.io/v1:AuthorizationPolicy", "iris-gateway").inputs
+    assert policy["spec"]["selector"] == {"matchLabels": {"istio": "public-gateway"}}
+
+
+@pytest.mark.parametrize(
+    ("ingress", "expected"),
+    [
+        ({}, "Local"),
+        ({"serviceType": "NodePort"}, "Local"),
+        ({"externalTrafficPolicy": "Cluster"}, "Cluster"),
+        ({"serviceType": "ClusterIP"}, None),
+    ],
+)
+def test_the_gateway_keeps_client_addresses_by_default(
+    render_config: Render, ingress: dict[str, str], expected: str | None
+) -> None:
+    """Allow and deny lists need the client's address: Local keeps it past the node."""
+    config = base_config() | {"inference-platform:platform": {"ingress": ingress}}
+    service = charts(render_config(config))["istio-ingressgateway"]["values"]["service"]
+    assert service.get("externalTrafficPolicy") == expected

@@ -50,8 +50,15 @@ def test_the_version_is_mounted_where_the_version_policy_looks() -> None:
     assert mounts["model-files"] == f"{entry.base_path}/{entry.model_version_policy.specific.versions[0]}"
 
 
-def test_arguments_point_at_the_generated_files_and_ports() -> None:
-    spec = model(batching={"maxBatchSize": 16}, platformConfig='platform_configs { key: "tensorflow" value { } }')
+@pytest.mark.parametrize(
+    ("settings", "extra_file"),
+    [
+        ({"batching": {"maxBatchSize": 16}}, "batching.config"),
+        ({"platformConfig": 'platform_configs { key: "tensorflow" value { } }'}, "platform.config"),
+    ],
+)
+def test_arguments_point_at_the_generated_files_and_ports(settings: dict[str, Any], extra_file: str) -> None:
+    spec = model(**settings)
     plan = spec.plan(spec.versions[0], GpuNodes())
     args = plan.container["args"]
     files = {arg.split("=", 1)[1].rsplit("/", 1)[1] for arg in args if arg.endswith(".config")}
@@ -59,12 +66,16 @@ def test_arguments_point_at_the_generated_files_and_ports() -> None:
     assert plan.container["command"] == ["tensorflow_model_server"]
     assert "--port=8500" in args
     assert "--rest_api_port=8501" in args
-    assert "--enable_batching=true" in args
-    assert (
-        files == set(plan.config_files) == {"models.config", "monitoring.config", "batching.config", "platform.config"}
-    )
+    assert ("--enable_batching=true" in args) == (extra_file == "batching.config")
+    assert files == set(plan.config_files) == {"models.config", "monitoring.config", extra_file}
     config_dir = next(m["mountPath"] for m in plan.container["volumeMounts"] if m["name"] == "server-config")
     assert all(arg.split("=", 1)[1].startswith(config_dir + "/") for arg in args if arg.endswith(".config"))
+
+
+def test_batching_beside_a_platform_config_is_refused() -> None:
+    """TF Serving reads the batching flags only without --platform_config_file (server.cc)."""
+    with pytest.raises(ValidationError, match="ignores batching settings when a platformConfig is given"):
+        model(batching={"maxBatchSize": 16}, platformConfig='platform_configs { key: "tensorflow" value { } }')
 
 
 def test_monitoring_config_enables_prometheus_on_the_scraped_path() -> None:

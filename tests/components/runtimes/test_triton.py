@@ -97,6 +97,7 @@ def test_a_supplied_config_is_used_as_written() -> None:
     supplied = (
         'name: "resnet"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 4\n'
         'input [{ name: "x" data_type: TYPE_INT64 dims: [2] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
     )
     spec = model(configPbtxt=supplied)
 
@@ -112,6 +113,8 @@ def test_a_supplied_config_is_used_as_written() -> None:
         ("name: resnet\nbogus_field: 1\n", "not a valid Triton ModelConfig"),
         ('name: "other"\n', "its name is 'other'"),
         ('platform: "tensorrt_plan"\n', "its platform is 'tensorrt_plan'"),
+        ('name: "resnet"\n', "names no platform or backend"),
+        ('backend: "onnxruntime"\ninput [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n', "no output tensors"),
     ],
 )
 def test_a_supplied_config_is_checked_against_model_config(supplied: str, words: str) -> None:
@@ -122,6 +125,27 @@ def test_a_supplied_config_is_checked_against_model_config(supplied: str, words:
 def test_settings_and_a_supplied_config_exclude_each_other() -> None:
     with pytest.raises(ValidationError, match="set either configPbtxt or this"):
         model(configPbtxt='name: "resnet"\n', maxBatchSize=4)
+
+
+@pytest.mark.parametrize(
+    ("settings", "path", "words"),
+    [
+        ({"dynamicBatching": {}}, "dynamicBatching", "needs maxBatchSize above 0"),
+        (
+            {"maxBatchSize": 8, "dynamicBatching": {"preferredBatchSize": [4, 16]}},
+            "dynamicBatching.preferredBatchSize[1]",
+            "16 is more than maxBatchSize (8)",
+        ),
+        ({"instanceGroups": [{"kind": "cpu"}, {"kind": "gpu"}]}, "instanceGroups[1].kind", "gpu instances need a GPU"),
+    ],
+)
+def test_batching_and_instances_triton_would_refuse_are_config_errors(
+    settings: dict[str, Any], path: str, words: str
+) -> None:
+    with pytest.raises(ValidationError) as raised:
+        model(**TENSORS, **settings)
+    (error,) = raised.value.errors()
+    assert [p for p, message in error["ctx"]["problems"] if words in message] == [path]
 
 
 def test_a_generated_config_needs_inputs_and_outputs() -> None:
