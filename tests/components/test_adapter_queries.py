@@ -87,6 +87,28 @@ def test_gpu_usage_from_dcgm_is_the_pods_5_minute_average_over_100(tmp_path: Pat
     )
 
 
+def test_gpu_usage_averages_exactly_the_last_5_minutes(tmp_path: Path) -> None:
+    """Zero for 5 minutes, then busy and falling off: the 5-minute mean, not the last sample (20),
+    the last minute's mean or a 10-minute mean. The sample at the window's start equals the mean
+    of the rest, so Prometheus 2 (closed windows) and 3 (left-open windows) agree."""
+    rule = rules("dcgm")[custom_metrics.GPU_USAGE]
+    promtool_test(
+        tmp_path,
+        [
+            {
+                "series": 'DCGM_FI_DEV_GPU_UTIL{namespace="service",pod="resnet-v1-7d9f",gpu="0"}',
+                "values": "0x9 60 70x7 20x1",
+            }
+        ],
+        [
+            {
+                "expr": expand(rule, "service", ["resnet-v1-7d9f"]),
+                "exp_samples": [{"labels": '{pod="resnet-v1-7d9f"}', "value": 0.6}],
+            }
+        ],
+    )
+
+
 def test_gpu_usage_under_hami_is_each_containers_own_share(tmp_path: Path) -> None:
     """Two pods share one device at 30 % and 50 %: each scales on its own use, not the device's 80 %."""
     rule = rules("hami")[custom_metrics.GPU_USAGE]
@@ -147,3 +169,19 @@ def test_the_adapter_serves_only_the_platforms_rules() -> None:
     assert [r["name"]["as"] for r in values["rules"]["custom"]] == ["container_gpu_usage", "requests_per_second"]
     for rule in values["rules"]["custom"]:
         assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+
+
+def test_requests_per_second_follow_the_last_minute(tmp_path: Path) -> None:
+    """5 req/s for 9 minutes, then 20 req/s: the one-minute rate says 20 (five minutes would say 8)."""
+    rule = rules("dcgm")[custom_metrics.REQUESTS_PER_SECOND]
+    server = 'namespace="service",pod="iris-v1-abc",reporter="destination"'
+    promtool_test(
+        tmp_path,
+        [{"series": f"istio_requests_total{{{server}}}", "values": "0+150x18 3300+600x2"}],
+        [
+            {
+                "expr": expand(rule, "service", ["iris-v1-abc"]),
+                "exp_samples": [{"labels": '{pod="iris-v1-abc"}', "value": 20}],
+            }
+        ],
+    )

@@ -25,6 +25,10 @@ pytestmark = pytest.mark.slow
 
 GPU_SERIES = 'DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="service",pod="resnet-v1-7d9f",container="predictor"} 60\n'
 APP_SERIES = 'model_infer_request_success{model="iris"} 7\n'
+# What a sidecar's merged endpoint adds: Envoy's request counter, which names no pod itself.
+ISTIO_SERIES = 'istio_requests_total{reporter="destination",response_code="200"} 42\n'
+# An exporter scraped as a pod that reports for another pod (as dcgm-exporter does) names it.
+FOREIGN_SERIES = 'gpu_owner_util{namespace="service",pod="resnet-v1-7d9f",container="predictor"} 60\n'
 
 
 class _Exporter(http.server.BaseHTTPRequestHandler):
@@ -32,7 +36,7 @@ class _Exporter(http.server.BaseHTTPRequestHandler):
 
     bodies: ClassVar[dict[str, str]] = {
         "/custom/metrics": GPU_SERIES,
-        "/stats/prometheus": APP_SERIES,
+        "/stats/prometheus": APP_SERIES + ISTIO_SERIES + FOREIGN_SERIES,
         "/metrics": "up_marker 1\n",
     }
 
@@ -175,6 +179,20 @@ def test_pod_metrics_carry_namespace_pod_and_pod_labels(running: RunningPromethe
     )
 
 
+def test_istio_requests_name_the_pod_the_adapter_asks_about(running: RunningPrometheus) -> None:
+    (series,) = wait_for(running, "istio_requests_total")
+    labels = series["metric"]
+    assert (labels["namespace"], labels["pod"], labels["reporter"]) == ("service", "iris-v1-abc", "destination")
+
+
+def test_a_pods_own_labels_win_over_the_targets(running: RunningPrometheus) -> None:
+    """honor_labels: the scraped pod is iris-v1-abc, but the series names resnet-v1-7d9f and keeps it."""
+    (series,) = wait_for(running, "gpu_owner_util")
+    labels = series["metric"]
+    assert (labels["namespace"], labels["pod"], labels["container"]) == ("service", "resnet-v1-7d9f", "predictor")
+    assert not [name for name in labels if name.startswith("exported_")]
+
+
 def test_promtool_accepts_the_generated_configuration(tmp_path: Path) -> None:
     config = config_file(tmp_path, scrape_configs(), scrape_interval="30s")
     for job in ("kubernetes-service-endpoints", "kubernetes-pods"):
@@ -194,3 +212,15 @@ def test_the_chart_gets_exactly_these_jobs_and_nothing_by_default() -> None:
     assert len(values["scrapeConfigs"]) == 10
     for subchart in ("alertmanager", "kube-state-metrics", "prometheus-node-exporter", "prometheus-pushgateway"):
         assert values[subchart] == {"enabled": False}
+
+
+def test_retention_storage_and_the_scraper_label_reach_the_server() -> None:
+    config = PrometheusConfig.model_validate(
+        {"retention": "30d", "retentionSize": "40GB", "storageSize": "100Gi", "storageClass": "fast-ssd"}
+    )
+    server = prometheus_values(config)["server"]
+    assert (server["retention"], server["retentionSize"]) == ("30d", "40GB")
+    assert server["persistentVolume"] == {"enabled": True, "size": "100Gi", "storageClass": "fast-ssd"}
+    # Model pods' network policies let in pods with this label from Prometheus' namespace.
+    assert server["podLabels"] == config.scraper.pod_labels == {"inference-platform.io/role": "metrics-scraper"}
+    assert "storageClass" not in prometheus_values(PrometheusConfig())["server"]["persistentVolume"]
