@@ -119,7 +119,7 @@ SECRET_VALUES = ("AKIA-TEST-KEY-ID", "s3-secret-access-key-value", '{"private_ke
 
 
 def full_config() -> dict[str, Any]:
-    """Every runtime, GPU mode and download scheme, a transformer and storage credentials."""
+    """Every runtime, GPU mode and download scheme, a transformer, every protection and storage credentials."""
     config = base_config()
     config["inference-platform:platform"] = {
         "kubernetesVersion": "1.30.4",
@@ -166,6 +166,13 @@ def full_config() -> dict[str, Any]:
             "name": "bert",
             "runtime": "torchserve",
             "transformer": {"image": "registry.example.com/tokenizer:1.2.0", "healthPath": "/healthz"},
+            "protection": {
+                "rateLimit": {"requestsPerSecond": 100},
+                "clients": {"allowCidrs": ["10.0.0.0/8"], "denyCidrs": ["10.6.6.0/24"]},
+                "requireHeaders": [{"name": "x-team", "values": ["nlp"]}],
+                "jwt": {"issuer": "https://auth.example.com", "jwksUri": "https://auth.example.com/jwks"},
+                "circuitBreaker": {"maxConnections": 256, "consecutiveErrors": 3},
+            },
             "versions": [{"name": "v1", "modelUri": "https://models.example.com/bert/bert.mar", "weight": 100}],
         },
         {

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import itertools
 import math
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -24,6 +26,8 @@ from hypothesis import strategies as st
 from infra.cli import main
 from infra.render_files import CHARTS, MANIFESTS, OUTPUTS, read_render
 from tests.owner_schemas import validate
+from tests.policies.test_stacks_meet_policies import RESOURCE_CHECKS, rules
+from tests.stacks.test_checkov import scan
 
 Config = dict[str, Any]
 # No shrinking: a failure reports the config as generated, without minutes spent minimizing it.
@@ -61,22 +65,54 @@ def versions(draw: st.DrawFn, model: str) -> list[dict[str, Any]]:
     return result
 
 
+VGPUS = st.sampled_from(
+    [
+        {"mode": "vgpu", "memoryMib": 16384, "cores": 50},
+        {"mode": "vgpu", "memoryPercent": 25},
+        {"mode": "vgpu", "count": 1, "memoryMib": 40960},
+    ]
+)
+PROTECTION = st.fixed_dictionaries(
+    {},
+    optional={
+        "rateLimit": st.fixed_dictionaries({"requestsPerSecond": st.integers(1, 1000)}),
+        "clients": st.fixed_dictionaries(
+            {"allowCidrs": st.sampled_from([["10.0.0.0/8"], ["192.168.0.0/16", "2001:db8::/32"]])},
+            optional={"denyCidrs": st.just(["172.16.0.0/12"])},
+        ),
+        "requireHeaders": st.just([{"name": "x-team", "values": ["ml"]}]),
+        "jwt": st.just({"issuer": "https://auth.example.com", "jwksUri": "https://auth.example.com/jwks"}),
+        "circuitBreaker": st.fixed_dictionaries({"consecutiveErrors": st.integers(1, 20)}),
+    },
+)
+
+
 @st.composite
-def models(draw: st.DrawFn, name: str) -> dict[str, Any]:
+def models(draw: st.DrawFn, name: str, gpu_sharing: bool) -> dict[str, Any]:
     runtime = draw(st.sampled_from(["mlserver", "tfserving", "torchserve", "triton", "vllm"]))
     model: dict[str, Any] = {"name": name, "runtime": runtime, "versions": draw(versions(name))}
     if runtime == "triton":
         model |= {"format": draw(st.sampled_from(["onnx", "tensorrt", "pytorch"]))} | TENSORS
-    if runtime == "vllm":
-        model["gpu"] = "exclusive"
-    elif draw(st.booleans()):
-        model["gpu"] = draw(st.sampled_from(["none", "exclusive", {"mode": "shared", "visibleDevices": "0"}]))
+    gpus = ["exclusive", *(["vgpu"] if gpu_sharing else [])]
+    if runtime != "vllm":
+        gpus += ["none", "shared"]
+    gpu = draw(st.sampled_from(gpus))
+    if gpu == "vgpu":
+        model["gpu"] = draw(VGPUS)
+    elif gpu == "shared":
+        model["gpu"] = {"mode": "shared", "visibleDevices": "0"}
+        if runtime == "vllm":
+            model["gpuMemoryUtilization"] = 0.4
+    elif gpu != "none" or draw(st.booleans()):
+        model["gpu"] = gpu
     if draw(st.booleans()):
         model["replicas"] = draw(st.integers(0, 5))
     elif draw(st.booleans()):
         model["autoscaling"] = {"minReplicas": 1, "maxReplicas": draw(st.integers(2, 6)), "requestsPerSecond": 10}
     if draw(st.booleans()):
-        model["protection"] = {"rateLimit": {"requestsPerSecond": draw(st.integers(1, 1000))}}
+        model["protection"] = draw(PROTECTION)
+    if runtime != "vllm" and draw(st.booleans()):
+        model["transformer"] = {"image": "registry.example.com/pre:1.0.0", "healthPath": "/healthz"}
     if draw(st.booleans()):
         model["timeout"] = draw(st.sampled_from(["5s", "1m30s", "250ms"]))
     return model
@@ -85,11 +121,32 @@ def models(draw: st.DrawFn, name: str) -> dict[str, Any]:
 @st.composite
 def stack_configs(draw: st.DrawFn) -> Config:
     names = draw(st.lists(NAMES, max_size=2, unique=True))
-    return {
+    gpu_sharing = draw(st.booleans())
+    config: Config = {
         "inference-platform:domain": draw(st.sampled_from(["models.example.com", "127.0.0.1.nip.io", "ml.internal"])),
         "inference-platform:namespace": draw(st.sampled_from(["service", "models", "team-a"])),
-        "inference-platform:models": [draw(models(name)) for name in names],
+        "inference-platform:models": [draw(models(name, gpu_sharing)) for name in names],
     }
+    platform: dict[str, Any] = {}
+    if gpu_sharing:
+        platform |= {"kubernetesVersion": "1.30.4", "hami": {"enabled": True}}
+    if draw(st.booleans()):
+        platform["ingress"] = draw(
+            st.sampled_from([{"serviceType": "NodePort"}, {"tls": {"secretName": "models-tls"}, "trustedProxies": 1}])
+        )
+    if draw(st.booleans()):
+        platform["prometheus"] = {"enabled": False}
+        platform["prometheusAdapter"] = {"enabled": False}
+        for model in config["inference-platform:models"]:
+            model.pop("autoscaling", None)
+    if platform:
+        config["inference-platform:platform"] = platform
+    if draw(st.booleans()):
+        config["inference-platform:storage"] = {
+            "s3": {"accessKeyId": "AKIA-HOSTILE", "secretAccessKey": "hostile-secret", "region": "eu-west-1"},
+            "huggingface": {"token": "hf_hostile"},
+        }
+    return config
 
 
 def _places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -153,25 +210,34 @@ def broken_configs(draw: st.DrawFn) -> Config:
     return config
 
 
-def render(config: Config) -> tuple[int, str, Path]:
-    """`python -m infra render` on a stack file holding `config`; returns (exit code, stderr, out dir)."""
-    scratch = Path(tempfile.mkdtemp(prefix="hostile-"))
-    stack_file = scratch / "Pulumi.hostile.yaml"
-    stack_file.write_text(yaml.safe_dump({"config": config}, allow_unicode=True))
-    out = scratch / "out"
-    stderr, stdout = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
-        code = main(["render", "--stack", "hostile", "--config", str(stack_file), "--out", str(out)])
-    return code, stderr.getvalue(), out
+def render(config: Config, out: Path) -> tuple[int, str]:
+    """`python -m infra render` on a stack file holding `config`; returns (exit code, stderr)."""
+    with tempfile.TemporaryDirectory(prefix="hostile-") as scratch:
+        stack_file = Path(scratch) / "Pulumi.hostile.yaml"
+        stack_file.write_text(yaml.safe_dump({"config": config}, allow_unicode=True))
+        stderr, stdout = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
+            code = main(["render", "--stack", "hostile", "--config", str(stack_file), "--out", str(out)])
+    return code, stderr.getvalue()
 
 
-def check(config: Config) -> int:
-    code, stderr, out = render(config)
+def pulumi_type(manifest: dict[str, Any]) -> str:
+    """The pulumi_kubernetes type token of an object, as policies see it: kubernetes:apps/v1:Deployment."""
+    api_version = manifest["apiVersion"] if "/" in manifest["apiVersion"] else f"core/{manifest['apiVersion']}"
+    return f"kubernetes:{api_version}:{manifest['kind']}"
+
+
+def check(config: Config, out: Path) -> int:
+    code, stderr = render(config, out)
     if code == 0:
         assert sorted(p.name for p in out.iterdir()) == sorted([MANIFESTS, CHARTS, OUTPUTS])
         manifests, _, _ = read_render(out)
         for manifest in manifests:
             validate(manifest)
+        typed = [(pulumi_type(m), m) for m in manifests]
+        violations = [message for t, m in typed for rule in RESOURCE_CHECKS for message in rule(t, m)]
+        assert violations == [], violations
+        assert rules.namespaces_without_injection(typed) == []
     else:
         assert code == 2, stderr
         assert not out.exists(), "a failed render left a directory behind"
@@ -191,13 +257,42 @@ def check(config: Config) -> int:
 @settings(max_examples=950, **SETTINGS)  # type: ignore[arg-type]
 @given(broken_configs())
 def test_broken_configs_render_or_fail_cleanly(config: Config) -> None:
-    check(config)
+    with tempfile.TemporaryDirectory(prefix="hostile-out-") as scratch:
+        check(config, Path(scratch) / "out")
 
 
-@settings(max_examples=60, **SETTINGS)  # type: ignore[arg-type]
-@given(stack_configs())
-def test_generated_valid_configs_render_and_pass_every_validator(config: Config) -> None:
-    assert check(config) == 0
+VALID_EXAMPLES = 60
+
+
+@pytest.fixture(scope="module")
+def valid_renders(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Renders of generated valid stacks, each checked by the schemas, Istio's types and the
+    policy pack's rules as it is made; kept for one checkov scan over all of them."""
+    root = tmp_path_factory.mktemp("valid")
+    counter = itertools.count()
+
+    @settings(max_examples=VALID_EXAMPLES, **SETTINGS)  # type: ignore[arg-type]
+    @given(stack_configs())
+    def render_valid(config: Config) -> None:
+        out = root / f"stack-{next(counter)}"
+        assert check(config, out) == 0
+        (out / CHARTS).unlink()  # Helm values and outputs, not Kubernetes objects
+        (out / OUTPUTS).unlink()
+
+    render_valid()
+    return root
+
+
+def test_generated_valid_configs_render_and_pass_every_validator(valid_renders: Path) -> None:
+    assert len(list(valid_renders.iterdir())) == VALID_EXAMPLES
+
+
+@pytest.mark.slow
+def test_checkov_finds_nothing_in_the_generated_stacks(valid_renders: Path) -> None:
+    report = scan(valid_renders)
+    assert [(f["check_id"], f["resource"]) for f in report["results"]["failed_checks"]] == []
+    assert report["summary"]["parsing_errors"] == 0
+    assert report["summary"]["passed"] > 100 * VALID_EXAMPLES
 
 
 def test_hostile_files_are_refused_quickly(tmp_path: Path) -> None:
