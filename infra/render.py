@@ -46,6 +46,8 @@ class Registration:
 class RenderResult:
     registrations: list[Registration] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    component_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """What each component passed to register_outputs, by URN."""
 
     @property
     def manifests(self) -> list[Registration]:
@@ -125,8 +127,11 @@ class RecordingMonitor(MockMonitor):
         return response
 
     def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802
+        outputs = plain(rpc.deserialize_properties(request.outputs))
         if request.urn.split("::")[2] == STACK_TYPE:  # urn:pulumi:<stack>::<project>::<type>::<name>
-            self.result.outputs = plain(rpc.deserialize_properties(request.outputs))
+            self.result.outputs = outputs
+        else:
+            self.result.component_outputs[request.urn] = outputs
         return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]
 
 

@@ -41,6 +41,7 @@ try:
     loop.run_until_complete(pulumi.runtime.run_in_stack(lambda: runpy.run_path("infra/", run_name="__main__")))
 except pulumi.RunError as error:
     print("RunError:", error)
+    print("registered:", json.dumps(sorted(set(types))))
     sys.exit(1)
 print(json.dumps(sorted(set(types))))
 """
@@ -78,3 +79,6 @@ def test_invalid_config_stops_the_host_run_with_the_report(tmp_path: Path) -> No
     assert done.returncode == 1
     assert "RunError: invalid stack config (1 problem):" in done.stdout
     assert "models[0].versions: live weights add up to 101" in done.stdout
+    # Nothing but the stack itself was registered: no half-applied update.
+    registered = json.loads(done.stdout.split("registered: ", 1)[1])
+    assert set(registered) <= {"pulumi:pulumi:Stack"}, registered

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from infra.cli import main
-from infra.diff import diff_renders
+from infra.diff import FieldChange, ObjectDiff, diff_renders, markdown_report
 from infra.render import run_program
-from infra.render_files import render_texts, write_render
+from infra.render_files import CHARTS, MANIFESTS, OUTPUTS, render_texts, write_render
 from infra.stack_file import read_stack_file
 from tests.conftest import ROOT
 
@@ -191,8 +191,28 @@ def test_broken_and_hostile_stack_files_are_refused_untouched(
     assert path.read_text() == text
 
 
-def test_rolling_back_the_config_commit_reverses_the_diff(dev: Path, tmp_path: Path) -> None:
-    """Revert the commit and the render diff is the exact reverse of the promotion's."""
+def reverse(diff: ObjectDiff) -> ObjectDiff:
+    """The diff that undoes `diff`."""
+    return ObjectDiff(
+        added=diff.removed,
+        removed=diff.added,
+        changed={
+            label: [FieldChange(c.path, c.after, c.before) for c in fields] for label, fields in diff.changed.items()
+        },
+    )
+
+
+ROLLBACKS = {
+    "shift weights": ["--model", "iris", "--weights", "v1=50,v2=50"],
+    "start a shadow": ["--model", "iris", "--add-version", "v4", "--model-uri", "pvc://m/4", "--mirror", "v4=10"],
+    "retire a shadow": ["--model", "iris", "--retire", "v3"],
+}
+
+
+@pytest.mark.parametrize("move", ROLLBACKS.values(), ids=ROLLBACKS.keys())
+def test_rolling_back_the_config_commit_reverses_the_diff(dev: Path, tmp_path: Path, move: list[str]) -> None:
+    """Revert the commit and the render diff, objects, charts, outputs and the Markdown a reviewer
+    reads, is the exact reverse of the promotion's."""
 
     def render(name: str) -> Path:
         out = tmp_path / name
@@ -201,21 +221,19 @@ def test_rolling_back_the_config_commit_reverses_the_diff(dev: Path, tmp_path: P
 
     original = dev.read_text()
     before = render("before")
-    assert run(dev, "--model", "iris", "--add-version", "v4", "--model-uri", "pvc://m/4", "--mirror", "v4=10") == 0
+    assert run(dev, *move) == 0
     after = render("after")
     dev.write_text(original)  # git revert of the config commit
     rolled_back = render("rolled-back")
 
-    forward, _, forward_outputs = diff_renders(before, after)
-    backward, _, backward_outputs = diff_renders(after, rolled_back)
-    assert forward.added
-    assert forward.changed
-    assert backward.removed == forward.added
-    assert backward.added == forward.removed
-    assert {k: [(c.path, c.after, c.before) for c in v] for k, v in forward.changed.items()} == {
-        k: [(c.path, c.before, c.after) for c in v] for k, v in backward.changed.items()
-    }
-    assert [(c.path, c.after, c.before) for c in forward_outputs] == [
-        (c.path, c.before, c.after) for c in backward_outputs
-    ]
-    assert (rolled_back / "manifests.yaml").read_bytes() == (before / "manifests.yaml").read_bytes()
+    forward = diff_renders(before, after)
+    backward = diff_renders(after, rolled_back)
+    objects, charts, outputs = forward
+    assert not objects.empty
+    assert backward[0] == reverse(objects)
+    assert backward[1] == reverse(charts)
+    assert backward[2] == [FieldChange(c.path, c.after, c.before) for c in outputs]
+    assert markdown_report(*backward) == markdown_report(reverse(objects), reverse(charts), backward[2])
+    assert markdown_report(*diff_renders(before, rolled_back)).endswith("No changes: both renders are identical.\n")
+    for name in (MANIFESTS, CHARTS, OUTPUTS):
+        assert (rolled_back / name).read_bytes() == (before / name).read_bytes()

@@ -71,6 +71,24 @@ def test_adding_a_version_adds_its_objects_and_changes_only_the_routes(render_co
     }
 
 
+def test_adding_a_downloaded_version_adds_its_own_way_out_and_nothing_else(render_config: Render) -> None:
+    """A version fetched from S3 gets its own egress policy; the model's network policy stays as it was."""
+    new = {"name": "v4", "modelUri": "s3://models/iris/v4", "mirrorPercent": 5}
+    _, _, diff = change(render_config, lambda c: iris_versions(c).append(new))
+
+    assert set(diff.added) == {
+        "ConfigMap service/iris-v4 (v1)",
+        "Deployment service/iris-v4 (apps/v1)",
+        "Service service/iris-v4 (v1)",
+        "NetworkPolicy service/iris-v4-download (networking.k8s.io/v1)",
+    }
+    assert not diff.removed
+    assert set(diff.changed) == {
+        "VirtualService service/iris (networking.istio.io/v1)",
+        "DestinationRule service/iris (networking.istio.io/v1)",
+    }
+
+
 def test_retiring_a_shadow_removes_its_objects_and_changes_only_the_routes(render_config: Render) -> None:
     _, _, diff = change(render_config, lambda c: iris_versions(c).pop(2))
 

@@ -215,3 +215,19 @@ def test_the_gateway_keeps_client_addresses_by_default(
     config = base_config() | {"inference-platform:platform": {"ingress": ingress}}
     service = charts(render_config(config))["istio-ingressgateway"]["values"]["service"]
     assert service.get("externalTrafficPolicy") == expected
+
+
+def test_every_component_registers_the_outputs_a_user_needs(full: RenderResult) -> None:
+    components = {r.urn: r for r in full.registrations if not r.custom and r.type.startswith("inference-platform:")}
+    assert full.component_outputs.keys() == components.keys()
+    outputs = {f"{components[urn].type}::{components[urn].name}": out for urn, out in full.component_outputs.items()}
+    assert outputs["inference-platform:platform:IngressGateway::ingress"] == {
+        "gateway": "istio-ingress/inference-gateway",
+        "service": "istio-ingressgateway.istio-ingress.svc.cluster.local",
+    }
+    assert outputs["inference-platform:platform:Prometheus::prometheus"] == {
+        "url": "http://prometheus-server.monitoring.svc:80"
+    }
+    iris = outputs["inference-platform:serving:InferenceService::iris"]
+    assert iris["urls"] == ["https://iris.models.example.com/", "https://models.example.com/models/iris/"]
+    assert (iris["weights"], iris["mirrors"]) == ({"v1": 90, "v2": 10}, {"v3": 50})

@@ -120,3 +120,15 @@ def test_image_and_resources_can_be_overridden_per_model_and_version() -> None:
         "requests": {"cpu": "2", "memory": "1Gi"},
         "limits": {"cpu": "2", "memory": "4Gi"},
     }
+
+
+def test_args_and_env_can_be_added_per_model_and_version() -> None:
+    spec = model(
+        args=["--debug"],
+        env=[{"name": "MLSERVER_LOGGING", "value": "model"}, {"name": "SHARED", "value": "model"}],
+        versions=[VERSION | {"args": ["--extra"], "env": [{"name": "SHARED", "value": "version"}]}],
+    )
+    container = spec.plan(spec.versions[0], GpuNodes()).container
+    assert container["args"][-2:] == ["--debug", "--extra"]  # the server's own args first
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {"MLSERVER_LOGGING": "model", "SHARED": "version"}  # the version's value wins

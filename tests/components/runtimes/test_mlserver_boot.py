@@ -124,6 +124,7 @@ def test_generated_probes_pass_on_a_ready_server(server: Server) -> None:
     assert server.probe("startupProbe") == 200
     assert server.probe("readinessProbe") == 200
     assert server.probe("livenessProbe") == 200
+    assert requests.get(f"{server.http}/v2/health/ready", timeout=5).status_code == 200
     assert requests.get(f"{server.http}/v2/models/iris/ready", timeout=5).status_code == 200
 
 
