@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infra.config import PROJECT, parse_stack_config, project_values
-from infra.diff import diff_renders, markdown_report
+from infra.diff import diff_renders, markdown_report, truncated
 from infra.errors import ConfigError
 from infra.promote import Promotion, PromotionError, parse_assignments, promote
 from infra.render import RenderResult, run_program
@@ -71,7 +71,8 @@ def _diff(args: argparse.Namespace) -> int:
         if not Path(directory).is_dir():
             print(f"not a render directory: {directory}", file=sys.stderr)
             return EXIT_CONFIG_ERROR
-    sys.stdout.write(markdown_report(*diff_renders(Path(args.old), Path(args.new))))
+    report = markdown_report(*diff_renders(Path(args.old), Path(args.new)))
+    sys.stdout.write(truncated(report, args.max_chars) if args.max_chars else report)
     return 0
 
 
@@ -116,6 +117,12 @@ def parser() -> argparse.ArgumentParser:
     diff = commands.add_parser("diff", help="Markdown report of what changed between two render directories")
     diff.add_argument("old")
     diff.add_argument("new")
+    diff.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="cut the report at a whole line to fit N characters (GitHub comments hold 65536)",
+    )
     diff.set_defaults(handler=_diff)
 
     promote = commands.add_parser(

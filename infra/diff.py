@@ -155,3 +155,27 @@ def markdown_report(objects: ObjectDiff, charts: ObjectDiff, outputs: list[Field
     if outputs:
         lines += ["### Stack outputs", "", *_changes_markdown(outputs), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+TRUNCATION_NOTE = "\n*The diff stops here to fit a comment; the job summary has all of it.*\n"
+_CLOSERS = "\n```\n</details>"
+
+
+def truncated(report: str, limit: int) -> str:
+    """The report cut at a whole line to fit `limit` characters, with an open code block and
+    <details> closed, so a pull-request comment still renders."""
+    if len(report) <= limit:
+        return report
+    budget = limit - len(TRUNCATION_NOTE) - len(_CLOSERS)
+    kept: list[str] = []
+    used = 0
+    for line in report.splitlines():
+        used += len(line) + 1
+        if used > budget:
+            break
+        kept.append(line)
+    if sum(line.startswith("```") for line in kept) % 2:
+        kept.append("```")
+    if sum(line.startswith("<details>") for line in kept) > sum(line == "</details>" for line in kept):
+        kept.append("</details>")
+    return "\n".join(kept) + "\n" + TRUNCATION_NOTE

@@ -142,6 +142,8 @@ def test_the_diff_step_script_posts_a_markdown_report(tmp_path: Path) -> None:
     report = summary.read_text()
     assert report.startswith("### Stack `dev`\n## inference-platform render diff")
     assert "| `spec.http[0].route[0].weight` | `90` | `80` |" in report
+    comment = (runner / "comment.md").read_text()
+    assert comment == "<!-- inference-platform render diff: dev -->\n" + report
 
 
 def test_deploy_applies_dev_then_prod_behind_an_approved_environment() -> None:
@@ -154,3 +156,61 @@ def test_deploy_applies_dev_then_prod_behind_an_approved_environment() -> None:
         (pulumi,) = [s for s in steps(job) if s.get("uses", "").startswith("pulumi/actions@")]
         assert (pulumi["with"]["command"], pulumi["with"]["stack-name"]) == ("up", stack)
     assert document["concurrency"]["cancel-in-progress"] is False
+
+
+@pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
+def test_the_pulumi_cli_is_pinned_to_the_sdks_version(name: str) -> None:
+    document = workflow(name)
+    sdk = next(
+        line.split("==")[1]
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if line.startswith("pulumi==")
+    )
+    assert document["env"]["PULUMI_VERSION"] == sdk
+    actions = [s for job in document["jobs"].values() for s in steps(job) if s.get("uses", "").startswith("pulumi/")]
+    assert actions
+    assert all(s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}" for s in actions)
+
+
+FAKE_GH = """#!/usr/bin/env bash
+echo "$*" >> "$GH_LOG"
+if [ "$1" = api ] && [ "$2" = --paginate ]; then printf '%s' "${EXISTING_COMMENT:-}"; fi
+"""
+
+
+@pytest.mark.parametrize("existing", ["", "4242"], ids=["first push", "later push"])
+def test_the_comment_step_creates_one_comment_per_stack_then_edits_it(tmp_path: Path, existing: str) -> None:
+    """Run the workflow's own comment step with a stand-in `gh` that records its calls."""
+    script = next(
+        s
+        for s in steps(workflow("preview.yml")["jobs"]["render-diff"])
+        if s.get("name") == "Comment on the pull request"
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(FAKE_GH)
+    (bin_dir / "gh").chmod(0o755)
+    (tmp_path / "comment.md").write_text("<!-- inference-platform render diff: dev -->\n### Stack `dev`\n")
+    log = tmp_path / "gh.log"
+    environment = os.environ | {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "RUNNER_TEMP": str(tmp_path),
+        "GH_LOG": str(log),
+        "EXISTING_COMMENT": existing,
+        "PR": "7",
+        "REPO": "acme/inference-platform",
+        "STACK": "dev",
+    }
+
+    subprocess.run(["bash", "-eo", "pipefail", "-c", script["run"]], cwd=tmp_path, env=environment, check=True)
+
+    lookup, action = log.read_text().splitlines()
+    assert lookup.startswith("api --paginate repos/acme/inference-platform/issues/7/comments --jq ")
+    assert 'startswith("<!-- inference-platform render diff: dev -->")' in lookup
+    if existing:
+        assert (
+            action
+            == f"api --method PATCH repos/acme/inference-platform/issues/comments/4242 -F body=@{tmp_path}/comment.md"
+        )
+    else:
+        assert action == f"pr comment 7 --repo acme/inference-platform --body-file {tmp_path}/comment.md"

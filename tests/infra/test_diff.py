@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.cli import main
-from infra.diff import diff_renders, markdown_report
+from infra.diff import TRUNCATION_NOTE, diff_renders, markdown_report, truncated
 from tests.conftest import base_config
 
 Config = dict[str, Any]
@@ -95,3 +95,27 @@ def test_diff_command_prints_markdown_and_refuses_missing_directories(
     assert capsys.readouterr().out.startswith("## inference-platform render diff")
     assert main(["diff", str(out), str(tmp_path / "nope")]) == 2
     assert "not a render directory" in capsys.readouterr().err
+
+
+def test_a_long_report_is_cut_at_a_whole_line_for_a_comment(render_dir: RenderDir, tmp_path: Path, capsys: Any) -> None:
+    config = base_config()
+    old = render_dir(config)
+    extra = [{"name": f"v{n}", "modelUri": f"pvc://models/iris/v{n}", "weight": 0} for n in range(4, 12)]
+    iris(config)["versions"] += extra
+    new = render_dir(config)
+    capsys.readouterr()
+    full = markdown_report(*diff_renders(old, new))
+    assert len(full) > 8000
+
+    assert main(["diff", "--max-chars", "8000", str(old), str(new)]) == 0
+    cut = capsys.readouterr().out
+
+    assert len(cut) <= 8000
+    assert cut.endswith(TRUNCATION_NOTE)
+    lines = cut.removesuffix(TRUNCATION_NOTE).splitlines()
+    same = next((i for i, (a, b) in enumerate(zip(lines, full.splitlines(), strict=False)) if a != b), len(lines))
+    assert same > 50  # whole lines of the report, then at most the closers of what they left open
+    assert lines[same:] in ([], ["```"], ["</details>"], ["```", "</details>"])
+    assert sum(line.startswith("```") for line in lines) % 2 == 0  # every code block closed
+    assert sum(line.startswith("<details>") for line in lines) == lines.count("</details>")
+    assert truncated(full, len(full)) == full
