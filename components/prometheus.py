@@ -8,7 +8,7 @@ scrape configuration is exactly what is below, and what the tests run a real Pro
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 import pulumi
 from pydantic import Field
@@ -40,7 +40,8 @@ CHART_DEFAULT_JOBS = (
 # Our label on the server's pods, so network policies can let in Prometheus and nothing else
 # from its namespace; the chart names the server's service account like its Service.
 SCRAPER_POD_LABELS = {"inference-platform.io/role": "metrics-scraper"}
-SUBCHARTS = ("alertmanager", "kube-state-metrics", "prometheus-node-exporter", "prometheus-pushgateway")
+Subchart = Literal["alertmanager", "kube-state-metrics", "prometheus-node-exporter", "prometheus-pushgateway"]
+SUBCHARTS: tuple[Subchart, ...] = get_args(Subchart)
 
 
 def _annotation_relabels(kind: str) -> list[dict[str, Any]]:
@@ -132,6 +133,9 @@ class PrometheusConfig(ConfigModel):
     scrape_interval: Duration = "30s"
     storage_size: Quantity = "50Gi"
     storage_class: str | None = None
+    subcharts: list[Subchart] = Field(
+        default_factory=list, description="The chart's bundled subcharts to install; none by default."
+    )
     values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
 
     @property
@@ -166,7 +170,7 @@ def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
         },
         "scrapeConfigs": {job: {"enabled": False} for job in CHART_DEFAULT_JOBS},
         "serverFiles": {"prometheus.yml": {"scrape_configs": scrape_configs()}},
-        **{subchart: {"enabled": False} for subchart in SUBCHARTS},
+        **{subchart: {"enabled": subchart in config.subcharts} for subchart in SUBCHARTS},
     }
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from pydantic import ValidationError
 
 from components.prometheus import PrometheusConfig, pods_job, prometheus_values, scrape_configs, service_endpoints_job
 from tests.components.prometheus_harness import (
@@ -224,3 +225,11 @@ def test_retention_storage_and_the_scraper_label_reach_the_server() -> None:
     # Model pods' network policies let in pods with this label from Prometheus' namespace.
     assert server["podLabels"] == config.scraper.pod_labels == {"inference-platform.io/role": "metrics-scraper"}
     assert "storageClass" not in prometheus_values(PrometheusConfig())["server"]["persistentVolume"]
+
+
+def test_bundled_subcharts_are_off_unless_listed() -> None:
+    values = prometheus_values(PrometheusConfig.model_validate({"subcharts": ["kube-state-metrics"]}))
+    assert values["kube-state-metrics"] == {"enabled": True}
+    assert values["alertmanager"] == values["prometheus-pushgateway"] == {"enabled": False}
+    with pytest.raises(ValidationError, match="alertmanager"):
+        PrometheusConfig.model_validate({"subcharts": ["grafana"]})
