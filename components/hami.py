@@ -23,6 +23,10 @@ class HamiConfig(ConfigModel):
     values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
 
 
+# The label HAMi's install guide puts on the GPU nodes it manages (its chart's default selector).
+HAMI_NODE_LABEL = {"gpu": "on"}
+
+
 def hami_values(nodes: gpu.GpuNodes, kubernetes_version: str) -> dict[str, Any]:
     return {
         # HAMi runs its own kube-scheduler; it must be the cluster's version.
@@ -33,8 +37,10 @@ def hami_values(nodes: gpu.GpuNodes, kubernetes_version: str) -> dict[str, Any]:
         "resourceMemPercentage": gpu.GPU_MEMORY_PERCENT_RESOURCE,
         "resourceCores": gpu.GPU_CORES_RESOURCE,
         "devicePlugin": {
-            # The device plugin runs on the same nodes whole-GPU models select.
-            "nvidiaNodeSelector": dict(sorted(nodes.node_selector.items())),
+            # The device plugin runs on the GPU nodes HAMi manages: HAMi's own label, written out
+            # because Helm would merge it in anyway (a null cannot reach Helm through Pulumi), and
+            # the labels whole-GPU models select.
+            "nvidiaNodeSelector": dict(sorted((HAMI_NODE_LABEL | nodes.node_selector).items())),
             "tolerations": [t.to_kubernetes() for t in nodes.tolerations],
             # Its per-container metrics (hami_container_device_utilization_ratio, ...) for Prometheus'
             # annotation-driven discovery; ClusterIP rather than the chart's NodePort.

@@ -102,8 +102,10 @@ def istiod_values() -> dict[str, Any]:
         # Prometheus scrapes meshed pods without mTLS.
         "meshConfig": {"enablePrometheusMerge": True},
         # Sidecars start as native sidecar containers, before init containers: the storage
-        # initializer's downloads then go through a running proxy instead of into a void.
-        "pilot": {"env": {"ENABLE_NATIVE_SIDECARS": "true"}},
+        # initializer's downloads then go through a running proxy instead of into a void, and
+        # the proxy outlives the server on shutdown. (istiod's own setting is `auto`, which turns
+        # them on only from Kubernetes 1.33; the chart reads istiod's env at the top level.)
+        "env": {"ENABLE_NATIVE_SIDECARS": "true"},
         # The chart sets requests only; the policy pack wants limits on every container.
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
     }

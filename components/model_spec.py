@@ -21,6 +21,7 @@ from components.config_base import (
     Quantity,
     config_problems,
     duplicate_problems,
+    duration_seconds,
 )
 from components.gpu import GpuNodes, GpuSpec, NoGpu
 from components.model_storage import ModelUri
@@ -132,10 +133,14 @@ class TransformerSpec(ConfigModel):
 
 class RetryPolicy(ConfigModel):
     attempts: Annotated[int, Field(ge=0, le=10)] = 2
-    per_try_timeout: Duration = "30s"
-    # Only failures where the request never reached the model: retrying those is always safe.
+    per_try_timeout: Duration | None = Field(
+        default=None,
+        description="Cut-off for one attempt; the model's timeout when unset, so a slow answer is not cut.",
+    )
+    # Only failures where the request never reached the model: retrying those is always safe. (A
+    # 503 or gRPC UNAVAILABLE may come from the server itself, and retrying would pile load on it.)
     retry_on: Annotated[str, Field(pattern=r"^[a-z0-9-]+(,[a-z0-9-]+)*$")] = (
-        "connect-failure,refused-stream,unavailable,cancelled,503"
+        "connect-failure,refused-stream,reset-before-request"
     )
 
 
@@ -171,6 +176,11 @@ class ModelSpecBase(ConfigModel):
         default_factory=Protection, description="Rate limit, client access, JWT and circuit breaking."
     )
     timeout: Duration = Field(default="60s", description="Request timeout at the gateway.")
+    rollout_timeout: Duration | None = Field(
+        default=None,
+        description="How long `pulumi up` waits for a version's pods to be ready; by default the server's "
+        "startup budget plus 15 minutes for image pulls and downloads.",
+    )
     retries: RetryPolicy = RetryPolicy()
 
     @model_validator(mode="after")
@@ -194,6 +204,9 @@ class ModelSpecBase(ConfigModel):
                     ("transformer.port", f"{port} is taken in the pod (the server uses {taken}, Istio 15000-15099)")
                 )
         problems += self._autoscaling_problems()
+        per_try = self.retries.per_try_timeout
+        if per_try is not None and duration_seconds(per_try) > duration_seconds(self.timeout):
+            problems.append(("retries.perTryTimeout", f"{per_try} is longer than the model's timeout ({self.timeout})"))
         live = [v for v in self.versions if v.is_live]
         if not live:
             problems.append(("versions", "no live version: give at least one version a weight"))

@@ -130,7 +130,10 @@ class PrometheusConfig(ConfigModel):
     namespace: DNS1123Label = "monitoring"
     retention: Annotated[str, Field(pattern=r"^[0-9]+(ms|s|m|h|d|w|y)$")] = "15d"
     retention_size: Annotated[str, Field(pattern=r"^[0-9]+(KB|MB|GB|TB|PB)$")] | None = None
-    scrape_interval: Duration = "30s"
+    scrape_interval: Duration = Field(
+        default="15s",
+        description="requests_per_second is a rate over one minute, which needs several samples in it.",
+    )
     storage_size: Quantity = "50Gi"
     storage_class: str | None = None
     subcharts: list[Subchart] = Field(

@@ -17,7 +17,7 @@ from infra.config import StackConfig
 @dataclass
 class Platform:
     ready: list[pulumi.Resource] = field(default_factory=list)
-    """What model resources wait for (istiod, whose webhook checks every Istio object)."""
+    """What model resources wait for: istiod, whose webhook checks every Istio object, and HAMi."""
 
 
 def deploy_platform(config: StackConfig) -> Platform:
@@ -46,6 +46,8 @@ def deploy_platform(config: StackConfig) -> Platform:
     if platform.dcgm_exporter.enabled:
         DcgmExporter("dcgm-exporter", platform.dcgm_exporter, platform.gpu_nodes)
     if platform.hami.enabled and platform.kubernetes_version is not None:
-        Hami("hami", platform.hami, platform.gpu_nodes, platform.kubernetes_version)
+        # vGPU pods must meet HAMi's webhook and scheduler: a pod created before them keeps the
+        # default scheduler, which cannot place its gpumem and gpucores requests.
+        result.ready.append(Hami("hami", platform.hami, platform.gpu_nodes, platform.kubernetes_version))
     pulumi.export("platform", outputs)
     return result

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from typing import Any
 
 from pydantic import Field
@@ -48,6 +49,10 @@ CONTAINER_SECURITY = {
 INITIALIZER_USER = 1000
 # Before a pod stops, it keeps serving this long while endpoints and routes drop it.
 PRESTOP_SECONDS = 10
+# pulumi-kubernetes waits this long for a Deployment to roll out (its default is 10 minutes).
+ROLLOUT_TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+# Beyond the servers' startup probes: pulling images and downloading model files.
+ROLLOUT_ALLOWANCE_SECONDS = 15 * 60
 LIFECYCLE = {"preStop": {"sleep": {"seconds": PRESTOP_SECONDS}}}
 # Istio's sidecar serves merged metrics here; Prometheus scrapes it.
 MERGED_METRICS_PORT = 15020
@@ -250,16 +255,35 @@ def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan
     return spec
 
 
+def rollout_timeout_seconds(args: InferenceServiceArgs, pod: dict[str, Any]) -> int:
+    """How long a version may take to become ready: as configured, or the longest startup probe
+    budget of its containers plus time to pull images and download the model."""
+    if args.model.rollout_timeout is not None:
+        return math.ceil(duration_seconds(args.model.rollout_timeout))
+    startup = max(
+        (
+            probe.get("initialDelaySeconds", 0) + probe["periodSeconds"] * probe["failureThreshold"]
+            for container in pod["containers"]
+            if (probe := container.get("startupProbe")) is not None
+        ),
+        default=0,
+    )
+    return startup + ROLLOUT_ALLOWANCE_SECONDS
+
+
 def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan) -> dict[str, Any]:
     name = version_name(args, version)
     spec: dict[str, Any] = {}
     if not args.model.autoscaling.enabled:
         # With an autoscaler, replicas stay unset so Pulumi never fights it over the count.
         spec["replicas"] = args.model.replicas if version.replicas is None else version.replicas
+    pod = pod_spec(args, version, plan)
+    metadata = _metadata(args, name, version)
+    metadata["annotations"] = {ROLLOUT_TIMEOUT_ANNOTATION: str(rollout_timeout_seconds(args, pod))}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(args, name, version),
+        "metadata": metadata,
         "spec": spec
         | {
             "revisionHistoryLimit": 5,
@@ -271,14 +295,15 @@ def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPl
                     "annotations": scrape_annotations(plan)
                     | {"inference-platform/config-sha256": _config_checksum(plan)},
                 },
-                "spec": pod_spec(args, version, plan),
+                "spec": pod,
             },
         },
     }
 
 
 def version_service(args: InferenceServiceArgs, version: ModelVersion, pod: dict[str, Any]) -> dict[str, Any]:
-    """Reaches one version directly: tests, debugging a shadow.
+    """Names one version's ports: `kubectl port-forward` to debug a shadow (in the mesh only the
+    gateway is admitted, by the model's access policy).
 
     It carries no scrape annotations: Prometheus scrapes the pods, where Istio serves the app's
     metrics with Envoy's on the sidecar (plain text, so it works under STRICT mTLS); scraping the
@@ -343,8 +368,9 @@ def _route_body(args: InferenceServiceArgs) -> dict[str, Any]:
         ]
     body["timeout"] = model.timeout
     retries = model.retries
+    per_try = retries.per_try_timeout or model.timeout
     body["retries"] = (
-        {"attempts": retries.attempts, "perTryTimeout": retries.per_try_timeout, "retryOn": retries.retry_on}
+        {"attempts": retries.attempts, "perTryTimeout": per_try, "retryOn": retries.retry_on}
         if retries.attempts
         else {"attempts": 0}
     )
@@ -453,7 +479,7 @@ def protection_manifests(args: InferenceServiceArgs, ports: dict[str, int], plan
     model, protection = args.model, args.model.protection
     serving = sorted({ports[name] for name in ("http", "grpc") if name in ports})
     # A server with metrics on its serving port would publish them through the gateway.
-    private_paths = [plan.metrics_path] if plan.metrics_port in serving else []
+    private_paths = [plan.metrics_path, f"{plan.metrics_path}/*"] if plan.metrics_port in serving else []
     objects = gateway_policies(
         model.name,
         protection,

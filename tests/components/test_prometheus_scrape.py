@@ -224,7 +224,10 @@ def test_retention_storage_and_the_scraper_label_reach_the_server() -> None:
     assert server["persistentVolume"] == {"enabled": True, "size": "100Gi", "storageClass": "fast-ssd"}
     # Model pods' network policies let in pods with this label from Prometheus' namespace.
     assert server["podLabels"] == config.scraper.pod_labels == {"inference-platform.io/role": "metrics-scraper"}
-    assert "storageClass" not in prometheus_values(PrometheusConfig())["server"]["persistentVolume"]
+    defaults = prometheus_values(PrometheusConfig())["server"]
+    assert "storageClass" not in defaults["persistentVolume"]
+    # requests_per_second is rate(...[1m]): 15 s scrapes put four samples in each window.
+    assert defaults["global"]["scrape_interval"] == "15s"
 
 
 def test_bundled_subcharts_are_off_unless_listed() -> None:

@@ -133,9 +133,20 @@ def test_metrics_on_the_serving_port_stay_inside_the_cluster(runtime: str, setti
     objects = render(runtime=runtime, **settings)
     (private,) = objects[("AuthorizationPolicy", "iris-gateway")]["spec"]["rules"]
     assert "from" not in private  # from anyone
+    # Exact, and below it: vLLM serves /metrics/ too.
     assert private["to"] == [
-        {"operation": {"hosts": ["iris.models.example.com", "iris.models.example.com:*"], "paths": [path]}},
-        {"operation": {"hosts": ["models.example.com", "models.example.com:*"], "paths": [f"/models/iris{path}"]}},
+        {
+            "operation": {
+                "hosts": ["iris.models.example.com", "iris.models.example.com:*"],
+                "paths": [path, f"{path}/*"],
+            }
+        },
+        {
+            "operation": {
+                "hosts": ["models.example.com", "models.example.com:*"],
+                "paths": [f"/models/iris{path}", f"/models/iris{path}/*"],
+            }
+        },
     ]
     # Prometheus reaches them inside the mesh like any metrics port; no separate metrics rule.
     assert len(objects[("AuthorizationPolicy", "iris-access")]["spec"]["rules"]) == 1
@@ -283,3 +294,19 @@ def test_a_transformer_image_can_be_given_a_numeric_user() -> None:
     assert containers[0]["securityContext"]["runAsUser"] == 1001
     unset = render(transformer=transformer)[("Deployment", "iris-v1")]["spec"]["template"]["spec"]["containers"]
     assert "runAsUser" not in unset[0]["securityContext"]
+
+
+def test_pulumi_waits_as_long_as_a_version_may_take_to_start() -> None:
+    """pulumi-kubernetes gives up on a Deployment after 10 minutes unless told otherwise."""
+
+    def waits(**settings: Any) -> int:
+        deployment = render(**settings)[("Deployment", "iris-v1")]
+        startup = deployment["spec"]["template"]["spec"]["containers"][-1]["startupProbe"]
+        budget: int = startup["periodSeconds"] * startup["failureThreshold"]
+        seconds = int(deployment["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
+        return seconds - budget
+
+    assert waits() == 15 * 60  # the server's startup budget, plus pulls and downloads
+    assert waits(runtime="vllm", gpu="exclusive") == 15 * 60  # a longer budget, the same allowance
+    deployment = render(rolloutTimeout="2h")[("Deployment", "iris-v1")]
+    assert deployment["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "7200"}

@@ -152,6 +152,12 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "'sklearn', 'xgboost' or 'lightgbm'",
     ),
     (
+        "per-try-timeout-over-the-timeout",
+        lambda c: iris(c).update(timeout="10s", retries={"perTryTimeout": "30s"}),
+        "models[0].retries.perTryTimeout",
+        "longer than the model's timeout (10s)",
+    ),
+    (
         "retries-out-of-range",
         lambda c: iris(c).update(retries={"attempts": 50}),
         "models[0].retries.attempts",

@@ -144,7 +144,7 @@ def test_raw_values_are_laid_over_the_generated_ones(render_config: Render) -> N
     config = base_config() | {
         "inference-platform:platform": {
             "prometheus": {"values": {"server": {"resources": {"requests": {"memory": "4Gi"}}, "retention": "30d"}}},
-            "ingress": {"values": {"istiod": {"pilot": {"resources": {"requests": {"cpu": "1"}}}}}},
+            "ingress": {"values": {"istiod": {"env": {"PILOT_TRACE_SAMPLING": "1.0"}}}},
         }
     }
     found = charts(render_config(config))
@@ -155,10 +155,9 @@ def test_raw_values_are_laid_over_the_generated_ones(render_config: Render) -> N
     }
     assert server["retention"] == "30d"
     assert server["persistentVolume"] == {"enabled": True, "size": "50Gi"}  # generated values stay
-    assert found["istiod"]["values"]["pilot"] == {
-        "env": {"ENABLE_NATIVE_SIDECARS": "true"},
-        "resources": {"requests": {"cpu": "1"}},
-    }
+    # istiod's chart reads its env at the top level (`pilot.env` is ignored since the values were flattened).
+    assert found["istiod"]["values"]["env"] == {"ENABLE_NATIVE_SIDECARS": "true", "PILOT_TRACE_SAMPLING": "1.0"}
+    assert "pilot" not in found["istiod"]["values"]
 
 
 def test_each_component_can_be_switched_off(render_config: Render) -> None:
@@ -231,3 +230,19 @@ def test_every_component_registers_the_outputs_a_user_needs(full: RenderResult) 
     iris = outputs["inference-platform:serving:InferenceService::iris"]
     assert iris["urls"] == ["https://iris.models.example.com/", "https://models.example.com/models/iris/"]
     assert (iris["weights"], iris["mirrors"]) == ({"v1": 90, "v2": 10}, {"v3": 50})
+
+
+def test_hamis_device_plugin_selects_hamis_nodes_among_the_gpu_nodes(render_config: Render) -> None:
+    """Helm merges maps, so the chart's `gpu: "on"` applies whatever we pass: it is written out."""
+    config = base_config() | {"inference-platform:platform": {"kubernetesVersion": "1.30.4", "hami": {"enabled": True}}}
+    hami = charts(render_config(config))["hami"]["values"]
+    assert hami["devicePlugin"]["nvidiaNodeSelector"] == {"gpu": "on", "nvidia.com/gpu.present": "true"}
+
+
+def test_models_wait_for_hami_when_it_shares_gpus(full: RenderResult) -> None:
+    owners = full.component_labels()
+    release = next(r for r in full.charts if owners[r.urn] == "inference-platform:platform:Hami::hami")
+    serving = [r for r in full.manifests if owners[r.urn].startswith("inference-platform:serving:InferenceService")]
+    assert len(serving) > 30
+    for dependent in serving:
+        assert release.urn in dependent.dependencies, dependent.name
