@@ -233,13 +233,22 @@ class ModelSpecBase(ConfigModel):
                     "use gpu mode exclusive or vgpu, or scale on requestsPerSecond",
                 )
             )
-        if self.autoscaling.enabled:
+        if "autoscaling" in self.model_fields_set:
             fixed = ["replicas"] if "replicas" in self.model_fields_set else []
             fixed += [f"versions[{i}].replicas" for i, v in enumerate(self.versions) if v.replicas is not None]
             problems += [
-                (path, "set replicas or autoscaling, not both: the autoscaler owns replicas") for path in fixed
+                (path, "set replicas or autoscaling, not both: autoscaling's bounds decide replicas") for path in fixed
             ]
         return problems
+
+    def fixed_replicas(self, version: ModelVersion) -> int:
+        """Replicas of a version without an autoscaler: its own, the model's, or autoscaling's
+        bounds when they are equal (minReplicas = maxReplicas: no autoscaler, that many pods)."""
+        if version.replicas is not None:
+            return version.replicas
+        if "autoscaling" in self.model_fields_set:
+            return self.autoscaling.min_replicas
+        return self.replicas
 
     def unnumbered_versions(self, server: str) -> list[tuple[str, str]]:
         """Problems for servers that number versions (TF Serving, Triton): names without a number."""

@@ -276,7 +276,7 @@ def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPl
     spec: dict[str, Any] = {}
     if not args.model.autoscaling.enabled:
         # With an autoscaler, replicas stay unset so Pulumi never fights it over the count.
-        spec["replicas"] = args.model.replicas if version.replicas is None else version.replicas
+        spec["replicas"] = args.model.fixed_replicas(version)
     pod = pod_spec(args, version, plan)
     metadata = _metadata(args, name, version)
     metadata["annotations"] = {ROLLOUT_TIMEOUT_ANNOTATION: str(rollout_timeout_seconds(args, pod))}
@@ -408,7 +408,7 @@ def virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
 def disruption_budget(args: InferenceServiceArgs, version: ModelVersion) -> dict[str, Any] | None:
     """At most one pod of a version down for voluntary disruptions, when it can have several."""
     autoscaling = args.model.autoscaling
-    most = autoscaling.max_replicas if autoscaling.enabled else (version.replicas or args.model.replicas)
+    most = autoscaling.max_replicas if autoscaling.enabled else args.model.fixed_replicas(version)
     if most < 2:
         return None
     return {

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 import yaml
 
@@ -92,8 +93,14 @@ def prometheus(directory: Path, config: Path) -> Iterator[RunningPrometheus]:
             except requests.RequestException:
                 pass
             time.sleep(0.2)
+        else:
+            pytest.fail("Prometheus did not become ready:\n" + (directory / "prometheus.log").read_text())
         yield running
     finally:
         process.terminate()
-        process.wait(timeout=20)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         log.close()

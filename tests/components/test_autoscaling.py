@@ -95,7 +95,7 @@ def test_deployments_leave_replicas_to_the_autoscaler() -> None:
 def test_equal_bounds_mean_no_autoscaler() -> None:
     manifests = render(autoscaling={"minReplicas": 3, "maxReplicas": 3})
     assert not of_kind(manifests, "HorizontalPodAutoscaler")
-    assert [d["spec"]["replicas"] for d in of_kind(manifests, "Deployment")] == [1, 1]
+    assert [d["spec"]["replicas"] for d in of_kind(manifests, "Deployment")] == [3, 3]
 
 
 def test_without_targets_the_default_cpu_target_is_written_out() -> None:
@@ -111,6 +111,7 @@ def test_without_targets_the_default_cpu_target_is_written_out() -> None:
         ({"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "5 is more than maxReplicas (2)"),
         ({"gpu": "none", "autoscaling": {"maxReplicas": 3, "gpuUtilization": 50}}, "the model has no GPU"),
         ({"replicas": 3, "autoscaling": {"maxReplicas": 3}}, "set replicas or autoscaling, not both"),
+        ({"replicas": 2, "autoscaling": {"minReplicas": 3, "maxReplicas": 3}}, "set replicas or autoscaling, not both"),
         ({"autoscaling": {"maxReplicas": 3, "gpuUtilization": 150}}, "less than or equal to 100"),
         (
             {"gpu": {"mode": "shared"}, "autoscaling": {"maxReplicas": 3, "gpuUtilization": 50}},

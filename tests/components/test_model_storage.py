@@ -15,7 +15,15 @@ import pytest
 from kserve_storage import Storage
 from pydantic import TypeAdapter, ValidationError
 
-from components.model_storage import ModelUri, StorageCredentials, initializer_env, model_files
+from components.model_storage import (
+    AWS_CREDENTIALS_FILE,
+    HF_TOKEN_FILE,
+    SECRET_DIR,
+    ModelUri,
+    StorageCredentials,
+    initializer_env,
+    model_files,
+)
 
 URI = TypeAdapter(ModelUri)
 
@@ -94,6 +102,7 @@ def file_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         yield f"http://127.0.0.1:{server.server_address[1]}", root
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def run_initializer(container: dict[str, Any], out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,6 +165,8 @@ def test_s3_settings_reach_the_storage_initializers_client(monkeypatch: pytest.M
 def test_without_keys_s3_is_read_anonymously(monkeypatch: pytest.MonkeyPatch) -> None:
     from botocore import UNSIGNED
 
+    monkeypatch.delenv("awsAnonymousCredential", raising=False)
+    assert Storage.get_S3_config().signature_version is not UNSIGNED  # signed unless told otherwise
     env = plain_env(initializer("s3://public-bucket/model"))
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -163,11 +174,16 @@ def test_without_keys_s3_is_read_anonymously(monkeypatch: pytest.MonkeyPatch) ->
     assert Storage.get_S3_config().signature_version is UNSIGNED
 
 
-def test_secret_values_are_referenced_never_inlined() -> None:
+@pytest.mark.parametrize(
+    ("scheme", "variable", "file"),
+    [("s3", "AWS_SHARED_CREDENTIALS_FILE", AWS_CREDENTIALS_FILE), ("hf", "HF_TOKEN_PATH", HF_TOKEN_FILE)],
+)
+def test_credentials_reach_the_initializer_as_files_from_the_secret(scheme: str, variable: str, file: str) -> None:
+    """The SDKs read the credentials from the Secret mounted as files, not from the environment."""
     credentials = StorageCredentials.model_validate(
         {"s3": {"accessKeyId": "id-value", "secretAccessKey": "key-value"}, "huggingface": {"token": "tok"}}
     )
-    for uri in ("s3://b/m", "hf://org/model"):
-        env, _ = initializer_env(uri.split(":")[0], credentials.access("creds"))
-        assert not any(e.get("value") in ("id-value", "key-value", "tok") for e in env)
-        assert all(e["valueFrom"]["secretKeyRef"]["name"] == "creds" for e in env if "valueFrom" in e)
+    env, mounts = initializer_env(scheme, credentials.access("creds"))
+    assert mounts
+    assert {e["name"]: e["value"] for e in env}[variable] == f"{SECRET_DIR}/{file}"
+    assert all(set(e) == {"name", "value"} for e in env)  # plain values only: nothing secret inlined or referenced

@@ -58,6 +58,7 @@ def exporter_port() -> Iterator[int]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_address[1]
     server.shutdown()
+    server.server_close()
 
 
 def service_target(name: str, **annotations: str) -> dict[str, str]:
@@ -112,7 +113,9 @@ def running(tmp_path_factory: pytest.TempPathFactory, exporter_port: int) -> Ite
     )
     with prometheus(directory, config_file(directory, scrape_configs())) as server:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(server.api("targets")["activeTargets"]) < 3:
+        while len(server.api("targets")["activeTargets"]) < 3:
+            if time.monotonic() > deadline:
+                pytest.fail(f"Prometheus found {server.api('targets')} instead of three active targets")
             time.sleep(0.3)  # discovery hands the targets files to the scrape pools
         yield server
 

@@ -76,7 +76,10 @@ def test_zizmor_would_catch_an_unsafe_workflow(tmp_path: Path) -> None:
         "        with: {ref: '${{ github.event.pull_request.head.sha }}'}\n"
         "      - run: echo '${{ github.event.pull_request.title }}'\n"
     )
-    assert zizmor(tmp_path / ".github").returncode != 0
+    done = zizmor(tmp_path / ".github")
+    # 14: findings at high severity (2 and 3 would be a usage error or a crash).
+    assert done.returncode == 14, done.stdout + done.stderr
+    assert "template-injection" in done.stdout
 
 
 @pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])

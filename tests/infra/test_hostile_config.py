@@ -312,6 +312,7 @@ def test_hostile_files_are_refused_quickly(tmp_path: Path) -> None:
         with contextlib.redirect_stderr(stderr):
             code = main(["render", "--stack", name, "--config", str(path), "--out", str(tmp_path / name)])
         assert code == 2
-        assert time.monotonic() - started < 2, f"{name} took too long to refuse"
+        # Well under a second here; the margin is for a loaded CI machine, not for slow code.
+        assert time.monotonic() - started < 5, f"{name} took too long to refuse"
         assert stderr.getvalue().startswith(HEADER)
         assert "refusing" in stderr.getvalue() or "at most" in stderr.getvalue()

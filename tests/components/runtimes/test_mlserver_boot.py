@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -58,8 +60,15 @@ def train_iris(model_dir: Path) -> None:
     joblib.dump(LogisticRegression(max_iter=500).fit(features, labels), model_dir / "model.joblib")
 
 
+@dataclass
+class Started:
+    server: Server
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
 @contextlib.contextmanager
-def mlserver(root: Path, write_model: Callable[[Path], None]) -> Iterator[Server]:
+def start_mlserver(root: Path, write_model: Callable[[Path], None]) -> Iterator[Started]:
     """Start MLServer with the generated files, verbatim except for what the pod provides:
     the mount points (/etc/mlserver, /mnt/models, /tmp) and ports on loopback instead of 0.0.0.0."""
     plan = SPEC.plan(SPEC.versions[0], GpuNodes())
@@ -81,27 +90,37 @@ def mlserver(root: Path, write_model: Callable[[Path], None]) -> Iterator[Server
     log_path = root / "server.log"
     command = [str(Path(sys.executable).parent / "mlserver"), "start", str(config_dir)]
     with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        # Its own session, so its worker processes go with it.
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         server = Server(f"http://127.0.0.1:{ports['http_port']}", f"http://127.0.0.1:{ports['metrics_port']}", plan)
         try:
-            deadline = time.monotonic() + STARTUP_SECONDS
-            while time.monotonic() < deadline:
-                assert process.poll() is None, log_path.read_text()
-                try:
-                    if requests.get(f"{server.http}/v2/health/live", timeout=2).status_code == 200:
-                        break
-                except requests.RequestException:  # not listening yet, or busy starting
-                    pass
-                time.sleep(0.5)
-            else:
-                pytest.fail("MLServer did not start:\n" + log_path.read_text())
-            yield server
+            yield Started(server, process, log_path)
         finally:
-            process.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                process.kill()
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+@contextlib.contextmanager
+def mlserver(root: Path, write_model: Callable[[Path], None]) -> Iterator[Server]:
+    """A started MLServer, once it answers /v2/health/live."""
+    with start_mlserver(root, write_model) as started:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
+            assert started.process.poll() is None, started.log.read_text()
+            try:
+                if requests.get(f"{started.server.http}/v2/health/live", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:  # not listening yet, or busy starting
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail("MLServer did not start:\n" + started.log.read_text())
+        yield started.server
 
 
 def wait_until(condition: Callable[[], bool], seconds: float = STARTUP_SECONDS) -> bool:
@@ -144,14 +163,24 @@ def test_metrics_are_served_in_prometheus_format(server: Server) -> None:
     assert "model_infer_request_success" in response.text
 
 
-def test_a_model_that_fails_to_load_keeps_the_pod_unready(tmp_path: Path) -> None:
-    """Why readiness is the version's own endpoint: the server-wide one says ready anyway."""
+def test_a_model_that_fails_to_load_never_passes_the_readiness_probe(tmp_path: Path) -> None:
+    """MLServer stops when its model cannot load (the container restarts), and until then the
+    generated readiness probe, the version's own endpoint, never says ready."""
 
     def corrupt_model(model_dir: Path) -> None:
         (model_dir / "model.joblib").write_bytes(b"not a model")
 
-    with mlserver(tmp_path, corrupt_model) as running:
-        server_ready = wait_until(lambda: requests.get(f"{running.http}/v2/health/ready", timeout=5).status_code == 200)
-        assert server_ready, "the server-wide endpoint never said ready"
-        assert running.probe("readinessProbe") != 200
-        assert running.probe("livenessProbe") == 200
+    with start_mlserver(tmp_path, corrupt_model) as started:
+        answers: list[int] = []
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while started.process.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(requests.RequestException):
+                answers.append(started.server.probe("readinessProbe"))
+            time.sleep(0.2)
+        stopped_by_itself = started.process.poll() is not None
+        log = started.log.read_text()
+
+    # It exits 0, which a Deployment's pod restarts all the same (restartPolicy: Always).
+    assert stopped_by_itself, "MLServer kept running with a model it could not load"
+    assert 200 not in answers, answers
+    assert "Couldn't load model 'iris'" in log, log
