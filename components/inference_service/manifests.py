@@ -423,9 +423,8 @@ def _pod_ports(pod: dict[str, Any]) -> dict[str, int]:
     return {port["name"]: port["containerPort"] for c in pod["containers"] for port in c["ports"]}
 
 
-def network_policy(args: InferenceServiceArgs, ports: dict[str, int], metrics_port: int) -> dict[str, Any]:
+def network_policy(args: InferenceServiceArgs, serving: list[int], metrics_port: int) -> dict[str, Any]:
     """Who reaches the model's pods, and where they may go (on top of the namespace's default deny)."""
-    serving = sorted({ports[name] for name in ("http", "grpc") if name in ports})
     gateway = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.gateway.namespace}}}
     ingress: list[dict[str, Any]] = [{"from": [gateway], "ports": [{"protocol": "TCP", "port": p} for p in serving]}]
     scraper = args.metrics_scraper
@@ -502,7 +501,7 @@ def protection_manifests(args: InferenceServiceArgs, ports: dict[str, int], plan
         metrics=scraped,
     )
     objects.append(access | {"metadata": access["metadata"] | {"labels": object_labels(args)}})
-    objects.append(network_policy(args, ports, plan.metrics_port))
+    objects.append(network_policy(args, serving, plan.metrics_port))
     return objects
 
 

@@ -55,33 +55,31 @@ def test_changing_a_mirror_percent_changes_only_that_models_virtual_service(rend
     assert set(diff.changed) == {"VirtualService service/iris (networking.istio.io/v1)"}
 
 
-def test_adding_a_version_adds_its_objects_and_changes_only_the_routes(render_config: Render) -> None:
-    new = {"name": "v4", "modelUri": "pvc://models/iris/v4", "weight": 0}
+NEW_VERSION_OBJECTS = {
+    "ConfigMap service/iris-v4 (v1)",
+    "Deployment service/iris-v4 (apps/v1)",
+    "Service service/iris-v4 (v1)",
+}
+
+
+@pytest.mark.parametrize(
+    ("new", "own_objects"),
+    [
+        ({"name": "v4", "modelUri": "pvc://models/iris/v4", "weight": 0}, set()),
+        # Fetched from S3: its own egress policy; the model's network policy stays as it was.
+        (
+            {"name": "v4", "modelUri": "s3://models/iris/v4", "mirrorPercent": 5},
+            {"NetworkPolicy service/iris-v4-download (networking.k8s.io/v1)"},
+        ),
+    ],
+    ids=["mounted", "downloaded"],
+)
+def test_adding_a_version_adds_its_objects_and_changes_only_the_routes(
+    render_config: Render, new: dict[str, Any], own_objects: set[str]
+) -> None:
     _, _, diff = change(render_config, lambda c: iris_versions(c).append(new))
 
-    assert set(diff.added) == {
-        "ConfigMap service/iris-v4 (v1)",
-        "Deployment service/iris-v4 (apps/v1)",
-        "Service service/iris-v4 (v1)",
-    }
-    assert not diff.removed
-    assert set(diff.changed) == {
-        "VirtualService service/iris (networking.istio.io/v1)",
-        "DestinationRule service/iris (networking.istio.io/v1)",
-    }
-
-
-def test_adding_a_downloaded_version_adds_its_own_way_out_and_nothing_else(render_config: Render) -> None:
-    """A version fetched from S3 gets its own egress policy; the model's network policy stays as it was."""
-    new = {"name": "v4", "modelUri": "s3://models/iris/v4", "mirrorPercent": 5}
-    _, _, diff = change(render_config, lambda c: iris_versions(c).append(new))
-
-    assert set(diff.added) == {
-        "ConfigMap service/iris-v4 (v1)",
-        "Deployment service/iris-v4 (apps/v1)",
-        "Service service/iris-v4 (v1)",
-        "NetworkPolicy service/iris-v4-download (networking.k8s.io/v1)",
-    }
+    assert set(diff.added) == NEW_VERSION_OBJECTS | own_objects
     assert not diff.removed
     assert set(diff.changed) == {
         "VirtualService service/iris (networking.istio.io/v1)",
