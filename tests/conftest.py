@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,31 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.charts import CHARTS_DIR_ENV, NO_CHARTS_ENV
 from infra.cli import main
 from infra.render import RenderResult, run_program
 from infra.render_files import read_render
 from infra.stack_file import read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Renders expand charts with Helm only where a test asks for it (--charts-dir): the rest are about
+# the program's own objects, and must not try to pull charts from the network.
+os.environ[NO_CHARTS_ENV] = "1"
+os.environ.pop(CHARTS_DIR_ENV, None)
+# The pinned chart tarballs, beside the checkout as in CI (see ../shared/charts/README.md).
+CHARTS_DIR = Path(os.environ.get("INFRA_TEST_CHARTS_DIR") or ROOT.parent / "shared" / "charts")
+
+
+def charts_dir() -> Path:
+    """The pinned chart tarballs, or a skip that says why chart tests cannot run without them."""
+    if not CHARTS_DIR.is_dir():
+        pytest.skip(
+            f"no pinned chart tarballs at {CHARTS_DIR}: chart rendering needs <chart>-<version>.tgz for every "
+            "pin in components/pins.py (set INFRA_TEST_CHARTS_DIR to such a directory)"
+        )
+    return CHARTS_DIR
+
 
 BASE_CONFIG: dict[str, Any] = {
     "inference-platform:domain": "models.example.com",

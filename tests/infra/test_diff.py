@@ -71,8 +71,8 @@ def test_the_reverse_change_reports_the_reverse_diff(render_dir: RenderDir) -> N
     iris(config)["versions"][3]["weight"] = 10
     new = render_dir(config)
 
-    forward_objects, _, forward_outputs = diff_renders(old, new)
-    back_objects, _, back_outputs = diff_renders(new, old)
+    forward_objects, _, forward_outputs, *_ = diff_renders(old, new)
+    back_objects, _, back_outputs, *_ = diff_renders(new, old)
 
     assert forward_objects.added == back_objects.removed
     assert forward_objects.removed == back_objects.added

@@ -228,7 +228,7 @@ def test_rolling_back_the_config_commit_reverses_the_diff(dev: Path, tmp_path: P
 
     forward = diff_renders(before, after)
     backward = diff_renders(after, rolled_back)
-    objects, charts, outputs = forward
+    objects, charts, outputs, *_ = forward
     assert not objects.empty
     assert backward[0] == reverse(objects)
     assert backward[1] == reverse(charts)
