@@ -50,6 +50,11 @@ class AutoscalingSpec(ConfigModel):
         return self.max_replicas > self.min_replicas
 
     @property
+    def uses_resource_metrics(self) -> bool:
+        """Scales on CPU or memory (CPU is also what an HPA without targets uses): metrics.k8s.io."""
+        return self.enabled and any(metric["type"] == "Resource" for metric in self.metrics())
+
+    @property
     def uses_custom_metrics(self) -> bool:
         return self.gpu_utilization is not None or self.requests_per_second is not None
 

@@ -3,7 +3,7 @@ its scheduler (a kube-scheduler with HAMi's extender) places pods that ask for t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pulumi
 from pydantic import Field
@@ -17,9 +17,19 @@ MONITOR_PORT = 9394
 SCHEDULER_NAME = "hami-scheduler"
 
 
+class KubeSchedulerImage(ConfigModel):
+    """Where HAMi's kube-scheduler comes from; its tag is always the cluster's version."""
+
+    registry: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:[0-9]+)?$")] = Field(
+        default=pins.KUBE_SCHEDULER_REGISTRY, description="An air-gapped cluster's mirror of registry.k8s.io."
+    )
+    repository: Annotated[str, Field(pattern=r"^[a-z0-9._/-]+$")] = pins.KUBE_SCHEDULER_REPOSITORY
+
+
 class HamiConfig(ConfigModel):
     enabled: bool = Field(default=False, description="GPU sharing with HAMi: lets models use gpu: vgpu.")
     namespace: DNS1123Label = "kube-system"
+    kube_scheduler_image: KubeSchedulerImage = Field(default_factory=KubeSchedulerImage)
     values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
 
 
@@ -27,16 +37,30 @@ class HamiConfig(ConfigModel):
 HAMI_NODE_LABEL = {"gpu": "on"}
 
 
-def hami_values(nodes: gpu.GpuNodes, kubernetes_version: str) -> dict[str, Any]:
+def _resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> dict[str, Any]:
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu_limit, "memory": memory_limit}}
+
+
+def hami_values(config: HamiConfig, nodes: gpu.GpuNodes, kubernetes_version: str) -> dict[str, Any]:
+    image = config.kube_scheduler_image
     return {
-        # HAMi runs its own kube-scheduler; it must be the cluster's version.
-        "scheduler": {"kubeScheduler": {"image": {"tag": f"v{kubernetes_version}"}}},
+        "scheduler": {
+            # HAMi runs its own kube-scheduler; it must be the cluster's version.
+            "kubeScheduler": {
+                "image": {"registry": image.registry, "repository": image.repository, "tag": f"v{kubernetes_version}"},
+                "resources": _resources("100m", "128Mi", "1", "512Mi"),
+            },
+            "extender": {"resources": _resources("100m", "128Mi", "1", "512Mi")},
+        },
         # The resource names the InferenceService requests (components/gpu.py).
         "resourceName": gpu.GPU_RESOURCE,
         "resourceMem": gpu.GPU_MEMORY_RESOURCE,
         "resourceMemPercentage": gpu.GPU_MEMORY_PERCENT_RESOURCE,
         "resourceCores": gpu.GPU_CORES_RESOURCE,
         "devicePlugin": {
+            # The chart sets no resources; requests and limits on every container (the policy pack).
+            "resources": _resources("50m", "64Mi", "500m", "256Mi"),
+            "monitor": {"resources": _resources("50m", "64Mi", "500m", "256Mi")},
             # The device plugin runs on the GPU nodes HAMi manages: HAMi's own label, written out
             # because Helm would merge it in anyway (a null cannot reach Helm through Pulumi), and
             # the labels whole-GPU models select.
@@ -70,7 +94,7 @@ class Hami(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("inference-platform:platform:Hami", name, None, opts)
-        values = merge_values(hami_values(nodes, kubernetes_version), config.values)
+        values = merge_values(hami_values(config, nodes, kubernetes_version), config.values)
         release(RELEASE, pins.HAMI, config.namespace, values, pulumi.ResourceOptions(parent=self))
         self.scheduler = pulumi.Output.from_input(SCHEDULER_NAME)
         self.register_outputs({"scheduler": self.scheduler})

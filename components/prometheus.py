@@ -38,7 +38,7 @@ CHART_DEFAULT_JOBS = (
     "kubernetes-pods-slow",
 )
 # Our label on the server's pods, so network policies can let in Prometheus and nothing else
-# from its namespace; the chart names the server's service account like its Service.
+# from its namespace.
 SCRAPER_POD_LABELS = {"inference-platform.io/role": "metrics-scraper"}
 Subchart = Literal["alertmanager", "kube-state-metrics", "prometheus-node-exporter", "prometheus-pushgateway"]
 SUBCHARTS: tuple[Subchart, ...] = get_args(Subchart)
@@ -121,7 +121,6 @@ class MetricsScraper(ConfigModel):
     """Who scrapes the model pods: what their network and access policies let in to metrics ports."""
 
     namespace: DNS1123Label
-    service_account: DNS1123Label = SERVER_SERVICE
     pod_labels: Labels = Field(default_factory=lambda: dict(SCRAPER_POD_LABELS), min_length=1)
 
 
@@ -150,6 +149,14 @@ class PrometheusConfig(ConfigModel):
         return MetricsScraper(namespace=self.namespace)
 
 
+# Prometheus writes only to its volume and needs no privilege at all.
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
 def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
     volume: dict[str, Any] = {"enabled": True, "size": str(config.storage_size)}
     if config.storage_class is not None:
@@ -158,6 +165,9 @@ def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
         # The chart sets no resources; requests and limits on every container (the policy pack).
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
         "podLabels": SCRAPER_POD_LABELS,
+        # Laid over the chart's own pod context (uid 65534, non-root, fsGroup).
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containerSecurityContext": CONTAINER_SECURITY,
         "retention": config.retention,
         "persistentVolume": volume,
         "global": {"scrape_interval": config.scrape_interval, "evaluation_interval": config.scrape_interval},
@@ -168,7 +178,11 @@ def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
         "server": server,
         "configmapReload": {
             "prometheus": {
-                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+                "resources": {
+                    "requests": {"cpu": "10m", "memory": "32Mi"},
+                    "limits": {"cpu": "100m", "memory": "64Mi"},
+                },
+                "containerSecurityContext": CONTAINER_SECURITY,
             }
         },
         "scrapeConfigs": {job: {"enabled": False} for job in CHART_DEFAULT_JOBS},

@@ -244,11 +244,12 @@ def access_policy(
     *,
     gateway_account: tuple[str, str],
     serving_ports: list[int],
-    metrics: tuple[tuple[str, str], int] | None,
 ) -> dict[str, Any]:
-    """ALLOW the gateway's service account (namespace, name) to the serving ports and Prometheus'
-    (namespace, name) to the metrics port; nobody else. A Prometheus outside the mesh scrapes the
-    sidecar agent's merged endpoint instead, which the network policy keeps to Prometheus."""
+    """ALLOW the gateway's service account (namespace, name) to the serving ports; nobody else.
+
+    Prometheus gets no rule here: it runs outside the mesh (no sidecar, so no identity a principal
+    could match) and scrapes the sidecar agent's merged-metrics port 15020, which Envoy's mTLS and
+    access policies do not cover. The model's NetworkPolicy is what keeps that port to Prometheus."""
     gateway_namespace, account = gateway_account
     rules: list[dict[str, Any]] = [
         {
@@ -256,14 +257,6 @@ def access_policy(
             "to": [{"operation": {"ports": [str(p) for p in serving_ports]}}],
         }
     ]
-    if metrics is not None:
-        (scraper_namespace, scraper_account), port = metrics
-        rules.append(
-            {
-                "from": [{"source": {"principals": [f"{TRUST_DOMAIN}/ns/{scraper_namespace}/sa/{scraper_account}"]}}],
-                "to": [{"operation": {"ports": [str(port)]}}],
-            }
-        )
     return {
         "apiVersion": "security.istio.io/v1",
         "kind": "AuthorizationPolicy",

@@ -18,6 +18,7 @@ from components.dcgm_exporter import DcgmExporterConfig
 from components.gpu import GpuNodes, VirtualGpu
 from components.hami import HamiConfig
 from components.ingress_gateway import IngressGatewayConfig
+from components.metrics_server import MetricsServerConfig
 from components.model_storage import StorageCredentials
 from components.prometheus import PrometheusConfig
 from components.prometheus_adapter import PrometheusAdapterConfig
@@ -39,6 +40,7 @@ class PlatformConfig(ConfigModel):
     ingress: IngressGatewayConfig = Field(default_factory=IngressGatewayConfig)
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
     prometheus_adapter: PrometheusAdapterConfig = Field(default_factory=PrometheusAdapterConfig)
+    metrics_server: MetricsServerConfig = Field(default_factory=MetricsServerConfig)
     dcgm_exporter: DcgmExporterConfig = Field(default_factory=DcgmExporterConfig)
     hami: HamiConfig = Field(default_factory=HamiConfig)
     gpu_nodes: GpuNodes = Field(default_factory=GpuNodes, description="How GPU pods find and tolerate GPU nodes.")
@@ -107,6 +109,11 @@ class StackConfig(ConfigModel):
         if problems:
             raise config_problems(problems)
         return self
+
+    @property
+    def installs_metrics_server(self) -> bool:
+        needed = any(model.autoscaling.uses_resource_metrics for model in self.models)
+        return self.platform.metrics_server.installed(needed)
 
     def _autoscaling_problems(self) -> list[tuple[str, str]]:
         problems = []

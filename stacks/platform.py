@@ -9,6 +9,7 @@ import pulumi
 from components.dcgm_exporter import DcgmExporter
 from components.hami import Hami
 from components.ingress_gateway import IngressGateway, IngressGatewayArgs
+from components.metrics_server import MetricsServer
 from components.prometheus import SERVER_PORT, Prometheus
 from components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from infra.config import StackConfig
@@ -43,6 +44,9 @@ def deploy_platform(config: StackConfig) -> Platform:
                 ),
                 opts=pulumi.ResourceOptions(depends_on=[prometheus]),
             )
+    if config.installs_metrics_server:
+        metrics_server = MetricsServer("metrics-server", platform.metrics_server)
+        outputs["resourceMetrics"] = metrics_server.api_group
     if platform.dcgm_exporter.enabled:
         DcgmExporter("dcgm-exporter", platform.dcgm_exporter, platform.gpu_nodes)
     if platform.hami.enabled and platform.kubernetes_version is not None:

@@ -489,16 +489,12 @@ def protection_manifests(args: InferenceServiceArgs, ports: dict[str, int], plan
     if protection.rate_limit is not None:
         name = f"{model.name}-rate-limit"
         objects.append(rate_limit_filter(name, args.namespace, selector_labels(args), protection.rate_limit))
-    scraped = None
-    if args.metrics_scraper is not None and plan.metrics_port not in serving:
-        scraped = ((args.metrics_scraper.namespace, args.metrics_scraper.service_account), plan.metrics_port)
     access = access_policy(
         f"{model.name}-access",
         args.namespace,
         selector_labels(args),
         gateway_account=(args.gateway.namespace, GATEWAY_RELEASE),
         serving_ports=serving,
-        metrics=scraped,
     )
     objects.append(access | {"metadata": access["metadata"] | {"labels": object_labels(args)}})
     objects.append(network_policy(args, serving, plan.metrics_port))
