@@ -1,0 +1,209 @@
+"""A rendered cluster as data: the program's objects and the charts' objects of one render, and
+the few pieces of Kubernetes semantics the whole-cluster checks need, evaluated over them.
+
+Nothing here restates what the program meant to do: label selectors, Services and
+NetworkPolicies are evaluated as Kubernetes evaluates them, over whatever was rendered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.render_files import read_chart_objects, read_render
+
+# Namespaces every cluster has; the program creates the others it uses.
+BUILT_IN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+POD_TEMPLATES = {
+    "Deployment": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+    "Job": ("spec", "template"),
+}
+
+
+def dig(value: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A Kubernetes label selector (matchLabels and matchExpressions) against a set of labels.
+    An empty selector selects everything; a missing one (None) selects nothing."""
+    if selector is None:
+        return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A pod template of a workload, where it runs and what it listens on."""
+
+    owner: str
+    namespace: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    spec: Mapping[str, Any]
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """Container ports by name (unnamed ones by their number)."""
+        ports: dict[str, int] = {}
+        for container in self.spec.get("containers") or []:
+            for port in container.get("ports") or []:
+                ports[port.get("name") or str(port["containerPort"])] = port["containerPort"]
+        return ports
+
+    def resolve(self, port: int | str) -> int | None:
+        """A Service's targetPort (a number or a container port's name) on this pod."""
+        if isinstance(port, int):
+            return port
+        return self.ports.get(port)
+
+
+@dataclass
+class Cluster:
+    program: list[dict[str, Any]]
+    charts: dict[str, list[dict[str, Any]]]
+    chart_values: list[dict[str, Any]]
+    outputs: dict[str, Any]
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, directory: Path) -> Cluster:
+        program, chart_values, outputs = read_render(directory)
+        cluster = cls(program, read_chart_objects(directory), chart_values, outputs)
+        for name in BUILT_IN_NAMESPACES:
+            cluster.namespaces[name] = {"kubernetes.io/metadata.name": name}
+        for namespace in cluster.of_kind("Namespace"):
+            name = namespace["metadata"]["name"]
+            # The API server labels every namespace with its own name.
+            cluster.namespaces[name] = (namespace["metadata"].get("labels") or {}) | {
+                "kubernetes.io/metadata.name": name
+            }
+        return cluster
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        return self.program + [o for objects in self.charts.values() for o in objects]
+
+    def of_kind(self, kind: str, *, release: str | None = None) -> list[dict[str, Any]]:
+        source = self.objects if release is None else self.charts[release]
+        return [o for o in source if o["kind"] == kind]
+
+    def one(self, kind: str, *, release: str | None = None, name: str | None = None) -> dict[str, Any]:
+        found = [o for o in self.of_kind(kind, release=release) if name is None or o["metadata"]["name"] == name]
+        assert len(found) == 1, f"expected one {kind} {name or ''} in {release or 'the render'}, found {len(found)}"
+        return found[0]
+
+    def pods(self, *, release: str | None = None) -> Iterator[Pod]:
+        source = self.objects if release is None else self.charts[release]
+        for workload in source:
+            path = POD_TEMPLATES.get(workload["kind"])
+            template = dig(workload, *path) if path else None
+            if template is None:
+                continue
+            metadata = template.get("metadata") or {}
+            yield Pod(
+                owner=f"{workload['kind']} {workload['metadata']['namespace']}/{workload['metadata']['name']}",
+                namespace=workload["metadata"]["namespace"],
+                labels=metadata.get("labels") or {},
+                annotations=metadata.get("annotations") or {},
+                spec=template["spec"],
+            )
+
+    def service(self, name: str, namespace: str) -> dict[str, Any] | None:
+        for service in self.of_kind("Service"):
+            if service["metadata"]["name"] == name and service["metadata"].get("namespace") == namespace:
+                return service
+        return None
+
+    def endpoints(self, service: Mapping[str, Any], port: int) -> list[tuple[Pod, int]]:
+        """The pods behind a Service's port, each with the container port the traffic lands on."""
+        spec = service["spec"]
+        (service_port,) = [p for p in spec["ports"] if p["port"] == port] or [None]
+        if service_port is None or not spec.get("selector"):
+            return []
+        found = []
+        for pod in self.pods():
+            if pod.namespace == service["metadata"]["namespace"] and selects(
+                {"matchLabels": spec["selector"]}, pod.labels
+            ):
+                # A numbered targetPort needs no declared container port; a named one does.
+                target = pod.resolve(service_port.get("targetPort", port))
+                if target is not None:
+                    found.append((pod, target))
+        return found
+
+    def _peer_matches(self, peer: Mapping[str, Any], policy_namespace: str, pod: Pod) -> bool:
+        if "ipBlock" in peer:
+            return False  # pod-to-pod traffic is judged by the selectors
+        namespace_selector = peer.get("namespaceSelector")
+        if namespace_selector is None:
+            namespace_ok = pod.namespace == policy_namespace
+        else:
+            namespace_ok = selects(namespace_selector, self.namespaces.get(pod.namespace, {}))
+        return namespace_ok and selects(peer.get("podSelector", {}), pod.labels)
+
+    @staticmethod
+    def _port_matches(rule: Mapping[str, Any], pod: Pod, port: int) -> bool:
+        """A rule's ports (numbers, ranges or the destination's named ports) against a TCP port."""
+        ports = rule.get("ports")
+        if not ports:
+            return True
+        for entry in ports:
+            if entry.get("protocol", "TCP") != "TCP":
+                continue
+            wanted, end = entry.get("port"), entry.get("endPort")
+            if wanted is None:
+                return True
+            if end is not None and isinstance(wanted, int) and wanted <= port <= end:
+                return True
+            if end is None and pod.resolve(wanted) == port:
+                return True
+        return False
+
+    def _allowed(self, pod: Pod, direction: str, peer: Pod, port: int, port_pod: Pod) -> bool:
+        """Whether NetworkPolicies around `pod` let it talk with `peer` (ingress: from; egress: to)."""
+        policy_type = "Ingress" if direction == "ingress" else "Egress"
+        selecting = [
+            p
+            for p in self.of_kind("NetworkPolicy")
+            if p["metadata"]["namespace"] == pod.namespace
+            and selects(p["spec"].get("podSelector", {}), pod.labels)
+            and policy_type in (p["spec"].get("policyTypes") or ["Ingress"])
+        ]
+        if not selecting:
+            return True  # not isolated
+        peers_key = "from" if direction == "ingress" else "to"
+        for policy in selecting:
+            for rule in policy["spec"].get(direction) or []:
+                peers = rule.get(peers_key)
+                peer_ok = not peers or any(self._peer_matches(p, pod.namespace, peer) for p in peers)
+                if peer_ok and self._port_matches(rule, port_pod, port):
+                    return True
+        return False
+
+    def network_admits(self, source: Pod, destination: Pod, port: int) -> bool:
+        """Whether NetworkPolicies let `source`'s pods open a TCP connection to `destination`'s on `port`."""
+        return self._allowed(source, "egress", destination, port, destination) and self._allowed(
+            destination, "ingress", source, port, destination
+        )

@@ -1,0 +1,414 @@
+"""Whole-cluster checks over a render's program objects and chart objects together.
+
+Each check returns the problems it finds, as sentences: the tests require none for every stack,
+and show each check finding the problem in a render broken on purpose.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+from tests.cluster import Cluster, Pod, dig, selects
+
+Check = Callable[[Cluster], list[str]]
+MERGED_METRICS_PORT = 15020  # Istio's sidecar agent: the app's metrics and Envoy's together
+
+
+def label(obj: dict[str, Any]) -> str:
+    metadata = obj["metadata"]
+    where = f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else metadata["name"]
+    return f"{obj['kind']} {where}"
+
+
+def schema_version(kubernetes_version: str) -> str:
+    """kubernetes-validate keeps one schema per minor version: 1.30.4 -> 1.30.0."""
+    major, minor, _ = kubernetes_version.split(".")
+    return f"{major}.{minor}.0"
+
+
+def kubernetes_schema_problems(objects: list[dict[str, Any]], kubernetes_version: str) -> list[str]:
+    version = schema_version(kubernetes_version)
+    problems = []
+    for obj in objects:
+        if is_custom(obj):
+            continue
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except (kubernetes_validate.ValidationError, kubernetes_validate.SchemaNotFoundError) as error:
+            problems.append(f"{label(obj)}: {str(error).splitlines()[0]}")
+    return problems
+
+
+def is_custom(obj: dict[str, Any]) -> bool:
+    group = str(obj["apiVersion"]).rpartition("/")[0]
+    return group.endswith(".istio.io")
+
+
+# --- Istio's CRD schemas, as the base chart renders them --------------------------------------
+
+
+def _strict(schema: Any) -> Any:
+    """A CRD's structural schema as the API server applies it with field validation Strict:
+    unknown fields are errors, except under x-kubernetes-preserve-unknown-fields."""
+    if isinstance(schema, list):
+        return [_strict(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    strict = {key: _strict(value) for key, value in schema.items()}
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        strict["additionalProperties"] = False
+    if schema.get("x-kubernetes-int-or-string"):
+        strict.pop("type", None)
+        strict["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    return strict
+
+
+ENVELOPE = {
+    "apiVersion": {"type": "string"},
+    "kind": {"type": "string"},
+    "metadata": {"type": "object"},
+}
+
+
+@functools.cache
+def _crd_validators(crds_json: str) -> dict[tuple[str, str], jsonschema.Draft7Validator]:
+    validators = {}
+    for crd in json.loads(crds_json):
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for version in crd["spec"]["versions"]:
+            schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
+            # Istio's CRDs leave the envelope out; the API server checks it itself.
+            schema["properties"] = ENVELOPE | schema.get("properties", {})
+            schema["required"] = sorted({*schema.get("required", []), "apiVersion", "kind", "metadata"})
+            validators[(f"{group}/{version['name']}", kind)] = jsonschema.Draft7Validator(_strict(schema))
+    return validators
+
+
+def crd_validators(cluster: Cluster) -> dict[tuple[str, str], jsonschema.Draft7Validator]:
+    crds = cluster.of_kind("CustomResourceDefinition")
+    return _crd_validators(json.dumps(crds, sort_keys=True))
+
+
+def custom_resource_problems(cluster: Cluster) -> list[str]:
+    """Every Istio object, the program's and the charts', against the CRDs the base chart renders."""
+    validators = crd_validators(cluster)
+    problems = []
+    for obj in cluster.objects:
+        if not is_custom(obj):
+            continue
+        validator = validators.get((obj["apiVersion"], obj["kind"]))
+        if validator is None:
+            problems.append(f"{label(obj)}: no CRD in the render serves {obj['apiVersion']} {obj['kind']}")
+            continue
+        for error in validator.iter_errors(obj):
+            path = ".".join(str(part) for part in error.absolute_path)
+            problems.append(f"{label(obj)}: {path}: {error.message}")
+    return problems
+
+
+# --- Identity ---------------------------------------------------------------------------------
+
+
+def duplicate_problems(cluster: Cluster) -> list[str]:
+    """No object twice: the same group, kind, namespace and name from two places would fight."""
+
+    def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+        group = str(obj["apiVersion"]).rpartition("/")[0]
+        return group, obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+    counts = Counter(identity(obj) for obj in cluster.objects)
+    return [
+        f"{kind} {namespace}/{name} ({group or 'core'}) is rendered {n} times"
+        for (group, kind, namespace, name), n in counts.items()
+        if n > 1
+    ]
+
+
+# --- Seams ------------------------------------------------------------------------------------
+
+
+def gateway_pods(cluster: Cluster) -> list[Pod]:
+    gateway = cluster.one("Gateway")
+    return [
+        pod
+        for pod in cluster.pods(release="istio-ingressgateway")
+        if selects({"matchLabels": gateway["spec"]["selector"]}, pod.labels)
+    ]
+
+
+def gateway_problems(cluster: Cluster) -> list[str]:
+    """The Gateway selects the gateway chart's pods, and listens on ports its Service exposes."""
+    gateway = cluster.one("Gateway")
+    pods = gateway_pods(cluster)
+    if not pods:
+        return [f"the Gateway's selector {gateway['spec']['selector']} matches no pod of the gateway chart"]
+    service = cluster.one("Service", release="istio-ingressgateway")
+    exposed = {port["port"] for port in service["spec"]["ports"]}
+    problems = [
+        f"the Gateway's server port {server['port']['number']} is not a port of {label(service)} ({sorted(exposed)})"
+        for server in gateway["spec"]["servers"]
+        if server["port"]["number"] not in exposed
+    ]
+    if not cluster.endpoints(service, 80):
+        problems.append(f"Service {label(service)} selects no gateway pod")
+    return problems
+
+
+def routed_destinations(cluster: Cluster) -> Iterator[tuple[str, dict[str, Any], int]]:
+    """(VirtualService, Service, port) for every route and mirror destination of the program's VirtualServices."""
+    for virtual_service in cluster.of_kind("VirtualService"):
+        for route in virtual_service["spec"].get("http") or []:
+            destinations = [r["destination"] for r in route.get("route") or []]
+            destinations += [m["destination"] for m in route.get("mirrors") or []]
+            for destination in destinations:
+                name, namespace = destination["host"].split(".")[:2]
+                service = cluster.service(name, namespace)
+                port = dig(destination, "port", "number")
+                if service is None or port is None:
+                    yield label(virtual_service), {"missing": destination["host"]}, port or 0
+                else:
+                    yield label(virtual_service), service, port
+
+
+def gateway_reach_problems(cluster: Cluster) -> list[str]:
+    """Every routed port: a Service port that reaches pods, and NetworkPolicies that let the gateway in."""
+    sources = gateway_pods(cluster)
+    problems = []
+    for route, service, port in routed_destinations(cluster):
+        if "missing" in service:
+            problems.append(f"{route} routes to {service['missing']}:{port}, which is no rendered Service port")
+            continue
+        endpoints = cluster.endpoints(service, port)
+        if not endpoints:
+            problems.append(f"{route} routes to {label(service)}:{port}, which reaches no pod")
+        for pod, target in endpoints:
+            for source in sources:
+                if not cluster.network_admits(source, pod, target):
+                    problems.append(
+                        f"NetworkPolicies keep the gateway ({source.owner}) from {pod.owner}:{target} ({route})"
+                    )
+    return problems
+
+
+def prometheus_pods(cluster: Cluster) -> list[Pod]:
+    return [pod for pod in cluster.pods(release="prometheus") if "prometheus-server" in pod.owner]
+
+
+def meshed(cluster: Cluster, pod: Pod) -> bool:
+    return cluster.namespaces.get(pod.namespace, {}).get("istio-injection") == "enabled"
+
+
+def scrape_problems(cluster: Cluster) -> list[str]:
+    """Every annotated pod's metrics port is a port of the pod, and Prometheus' server may reach it
+    (and, in meshed namespaces, the sidecar agent's merged port the injector points it at)."""
+    scrapers = prometheus_pods(cluster)
+    if not scrapers:
+        return ["no Prometheus server pod in the render"]
+    problems = []
+    for pod in cluster.pods():
+        if pod.annotations.get("prometheus.io/scrape") != "true" or "prometheus.io/port" not in pod.annotations:
+            continue
+        port = int(pod.annotations["prometheus.io/port"])
+        if port not in pod.ports.values() and not (port == MERGED_METRICS_PORT and "istio" in pod.owner):
+            problems.append(f"{pod.owner} is scraped on port {port}, which none of its containers declares")
+        scraped = {port, MERGED_METRICS_PORT} if meshed(cluster, pod) else {port}
+        for target in sorted(scraped):
+            for scraper in scrapers:
+                if not cluster.network_admits(scraper, pod, target):
+                    problems.append(f"NetworkPolicies keep Prometheus from {pod.owner}:{target}")
+    for service in cluster.of_kind("Service"):
+        annotations = service["metadata"].get("annotations") or {}
+        if annotations.get("prometheus.io/scrape") == "true" and "prometheus.io/port" in annotations:
+            port = int(annotations["prometheus.io/port"])
+            selected = [
+                pod
+                for pod in cluster.pods()
+                if pod.namespace == service["metadata"]["namespace"]
+                and selects({"matchLabels": service["spec"].get("selector") or {}}, pod.labels)
+            ]
+            if not any(port in pod.ports.values() for pod in selected):
+                problems.append(f"{label(service)} is scraped on port {port}, which none of its pods declares")
+    return problems
+
+
+def prometheus_config(cluster: Cluster) -> dict[str, Any]:
+    config_map = cluster.one("ConfigMap", release="prometheus", name="prometheus-server")
+    loaded: dict[str, Any] = yaml.safe_load(config_map["data"]["prometheus.yml"])
+    return loaded
+
+
+def chart_values(cluster: Cluster, release: str) -> dict[str, Any]:
+    (values,) = [chart["values"] for chart in cluster.chart_values if chart["name"] == release]
+    return dict(values)
+
+
+def scrape_job_problems(cluster: Cluster) -> list[str]:
+    """Prometheus runs exactly the program's scrape jobs: the chart neither drops nor adds one."""
+    ours = chart_values(cluster, "prometheus")["serverFiles"]["prometheus.yml"]["scrape_configs"]
+    rendered = prometheus_config(cluster).get("scrape_configs")
+    if rendered != ours:
+        ours_names = [job["job_name"] for job in ours]
+        rendered_names = [job["job_name"] for job in rendered or []]
+        return [f"rendered prometheus.yml has jobs {rendered_names}, the program's are {ours_names} (or they differ)"]
+    return []
+
+
+def adapter_rules(cluster: Cluster) -> list[dict[str, Any]]:
+    config_map = cluster.one("ConfigMap", release="prometheus-adapter")
+    rules: list[dict[str, Any]] = yaml.safe_load(config_map["data"]["config.yaml"])["rules"]
+    return rules
+
+
+def adapter_problems(cluster: Cluster) -> list[str]:
+    """The adapter runs the program's rules, serves every HPA's custom metric, and reads the
+    rendered Prometheus Service."""
+    if "prometheus-adapter" not in cluster.charts:
+        custom = [
+            m
+            for hpa in cluster.of_kind("HorizontalPodAutoscaler")
+            for m in hpa["spec"]["metrics"]
+            if m["type"] == "Pods"
+        ]
+        return ["HPAs scale on custom metrics, and no adapter is rendered"] if custom else []
+    problems = []
+    rules = adapter_rules(cluster)
+    if rules != chart_values(cluster, "prometheus-adapter")["rules"]["custom"]:
+        problems.append("the adapter's rendered config.yaml does not carry the program's rules")
+    served = {dig(rule, "name", "as") for rule in rules}
+    for hpa in cluster.of_kind("HorizontalPodAutoscaler"):
+        for metric in hpa["spec"]["metrics"]:
+            name = dig(metric, "pods", "metric", "name")
+            if metric["type"] == "Pods" and name not in served:
+                problems.append(f"{label(hpa)} scales on {name}, which no adapter rule serves ({sorted(served)})")
+    deployment = cluster.one("Deployment", release="prometheus-adapter")
+    args = [a for c in deployment["spec"]["template"]["spec"]["containers"] for a in c.get("args") or []]
+    (url,) = [a.split("=", 1)[1] for a in args if a.startswith("--prometheus-url=")]
+    problems += url_problems(cluster, url, "the adapter's --prometheus-url")
+    return problems
+
+
+def url_problems(cluster: Cluster, url: str, what: str) -> list[str]:
+    """An in-cluster URL (http://<service>.<namespace>.svc[.cluster.local][:port]) reaches pods."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    pieces = host.split(".")
+    if len(pieces) < 3 or pieces[2] != "svc":
+        return [f"{what} {url} is not an in-cluster Service address"]
+    service = cluster.service(pieces[0], pieces[1])
+    if service is None:
+        return [f"{what} {url} names Service {pieces[1]}/{pieces[0]}, which is not rendered"]
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if not cluster.endpoints(service, port):
+        return [f"{what} {url}: Service {label(service)} has no port {port} that reaches a pod"]
+    return []
+
+
+def api_service_problems(cluster: Cluster) -> list[str]:
+    """Every aggregated API (custom metrics, resource metrics) is served by a rendered pod; HPAs on
+    CPU or memory have the resource metrics API when the stack installs metrics-server."""
+    problems = []
+    for api in cluster.of_kind("APIService"):
+        reference = api["spec"].get("service")
+        if reference is None:
+            continue
+        service = cluster.service(reference["name"], reference["namespace"])
+        if service is None:
+            problems.append(
+                f"{label(api)} points at Service {reference['namespace']}/{reference['name']}, which is not rendered"
+            )
+        elif not cluster.endpoints(service, reference.get("port", 443)):
+            problems.append(f"{label(api)}: Service {label(service)} reaches no pod on {reference.get('port', 443)}")
+    groups = {api["spec"]["group"] for api in cluster.of_kind("APIService")}
+    uses_resource_metrics = any(
+        m["type"] == "Resource" for hpa in cluster.of_kind("HorizontalPodAutoscaler") for m in hpa["spec"]["metrics"]
+    )
+    if (
+        uses_resource_metrics
+        and "metrics-server" in {c["name"] for c in cluster.chart_values}
+        and "metrics.k8s.io" not in groups
+    ):
+        problems.append("metrics-server is installed but no APIService serves metrics.k8s.io")
+    return problems
+
+
+def istiod_problems(cluster: Cluster) -> list[str]:
+    """istiod runs with the program's env and mesh config."""
+    values = chart_values(cluster, "istiod")
+    deployment = cluster.one("Deployment", release="istiod")
+    (discovery,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "discovery"]
+    env = {e["name"]: e.get("value") for e in discovery.get("env") or []}
+    problems = [
+        f"istiod's env has {name}={env.get(name)!r}, the program sets {value!r}"
+        for name, value in values.get("env", {}).items()
+        if env.get(name) != value
+    ]
+    mesh = yaml.safe_load(cluster.one("ConfigMap", release="istiod", name="istio")["data"]["mesh"])
+    problems += [
+        f"istiod's mesh config has {key}={mesh.get(key)!r}, the program sets {value!r}"
+        for key, value in values.get("meshConfig", {}).items()
+        if mesh.get(key) != value
+    ]
+    return problems
+
+
+def injection_problems(cluster: Cluster) -> list[str]:
+    """istiod's injector takes every pod in a meshed namespace, and the gateway's pods."""
+    webhooks = [
+        w for config in cluster.of_kind("MutatingWebhookConfiguration", release="istiod") for w in config["webhooks"]
+    ]
+
+    def injected(pod: Pod) -> bool:
+        namespace = cluster.namespaces.get(pod.namespace, {})
+        return any(
+            selects(w.get("namespaceSelector", {}), namespace) and selects(w.get("objectSelector", {}), pod.labels)
+            for w in webhooks
+        )
+
+    problems = []
+    for pod in cluster.pods():
+        if (meshed(cluster, pod) or pod in gateway_pods(cluster)) and not injected(pod):
+            problems.append(f"istiod's injector does not take {pod.owner}")
+    return problems
+
+
+def hami_problems(cluster: Cluster, kubernetes_version: str) -> list[str]:
+    """HAMi's kube-scheduler is the cluster's version, from registry.k8s.io (or the configured mirror)."""
+    if "hami" not in cluster.charts:
+        return []
+    expected = f"registry.k8s.io/kube-scheduler:v{kubernetes_version}"
+    images = [
+        c["image"]
+        for pod in cluster.pods(release="hami")
+        for c in pod.spec["containers"]
+        if "kube-scheduler" in c["image"]
+    ]
+    return [f"HAMi runs {image}, not {expected}" for image in images if image != expected] or (
+        [] if images else ["HAMi runs no kube-scheduler"]
+    )
+
+
+def output_problems(cluster: Cluster) -> list[str]:
+    """Addresses in the stack outputs name rendered Services."""
+    platform = cluster.outputs.get("platform") or {}
+    problems = []
+    if "gatewayService" in platform:
+        name, namespace = platform["gatewayService"].split(".")[:2]
+        if cluster.service(name, namespace) is None:
+            problems.append(f"output platform.gatewayService names {namespace}/{name}, which is not rendered")
+    if "prometheus" in platform:
+        problems += url_problems(cluster, platform["prometheus"], "output platform.prometheus")
+    return problems

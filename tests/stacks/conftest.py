@@ -1,0 +1,48 @@
+"""Stacks rendered whole: the program's objects with every chart expanded by real Helm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from infra.charts import DEFAULT_KUBERNETES_VERSION
+from infra.cli import main
+from infra.config import StackConfig, parse_stack_config, project_values
+from infra.stack_file import read_stack_file
+from tests.cluster import Cluster
+from tests.conftest import ROOT, STACKS, charts_dir, full_config, write_stack_file
+
+CLUSTER_STACKS = [*STACKS, "all-features"]
+
+
+@dataclass
+class Rendered:
+    stack: str
+    directory: Path
+    cluster: Cluster
+    config: StackConfig
+
+    @property
+    def kubernetes_version(self) -> str:
+        return self.config.platform.kubernetes_version or DEFAULT_KUBERNETES_VERSION
+
+
+def render_cluster(stack: str, config_path: Path, out: Path) -> Rendered:
+    arguments = ["render", "--stack", stack, "--config", str(config_path), "--out", str(out)]
+    assert main([*arguments, "--charts-dir", str(charts_dir())]) == 0
+    config = parse_stack_config(project_values(read_stack_file(config_path).config))
+    return Rendered(stack, out, Cluster.read(out), config)
+
+
+@pytest.fixture(scope="session", params=CLUSTER_STACKS)
+def rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    """Each stack file, and the all-features stack, rendered with its charts expanded."""
+    stack: str = request.param
+    root = tmp_path_factory.mktemp(f"cluster-{stack}")
+    if stack == "all-features":
+        path = write_stack_file(root / "Pulumi.full.yaml", full_config())
+    else:
+        path = ROOT / f"Pulumi.{stack}.yaml"
+    return render_cluster(stack, path, root / "render")

@@ -1,0 +1,209 @@
+"""The whole cluster, offline: each stack rendered with its charts expanded by real Helm, and
+the program's objects and the charts' objects checked together (tests/stacks/cluster_checks.py)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster import Cluster
+from tests.conftest import ROOT, full_config, write_stack_file
+from tests.stacks import cluster_checks as checks
+from tests.stacks.conftest import Rendered, render_cluster
+
+
+def test_every_registered_chart_is_expanded(rendered: Rendered) -> None:
+    releases = {chart["name"] for chart in rendered.cluster.chart_values}
+    assert releases == set(rendered.cluster.charts)
+    assert all(rendered.cluster.charts[release] for release in releases)
+
+
+def test_chart_objects_pass_the_kubernetes_schemas_strictly(rendered: Rendered) -> None:
+    chart_objects = [o for objects in rendered.cluster.charts.values() for o in objects]
+    assert checks.kubernetes_schema_problems(chart_objects, rendered.kubernetes_version) == []
+
+
+def test_program_objects_pass_the_kubernetes_schemas_at_the_stacks_version(rendered: Rendered) -> None:
+    assert checks.kubernetes_schema_problems(rendered.cluster.program, rendered.kubernetes_version) == []
+
+
+def test_istio_objects_pass_the_crds_the_base_chart_renders(rendered: Rendered) -> None:
+    assert sum(checks.is_custom(o) for o in rendered.cluster.program) >= 5
+    assert checks.custom_resource_problems(rendered.cluster) == []
+
+
+SEAMS = {
+    "no object twice": checks.duplicate_problems,
+    "gateway selector and ports": checks.gateway_problems,
+    "gateway reaches every routed port": checks.gateway_reach_problems,
+    "prometheus reaches every scraped port": checks.scrape_problems,
+    "scrape jobs unchanged": checks.scrape_job_problems,
+    "adapter rules, metrics and prometheus url": checks.adapter_problems,
+    "aggregated APIs served": checks.api_service_problems,
+    "istiod env and mesh config": checks.istiod_problems,
+    "injection covers meshed namespaces and the gateway": checks.injection_problems,
+    "outputs name rendered services": checks.output_problems,
+}
+
+
+@pytest.mark.parametrize("check", SEAMS.values(), ids=SEAMS.keys())
+def test_the_seams_hold(rendered: Rendered, check: checks.Check) -> None:
+    assert check(rendered.cluster) == []
+
+
+def test_hami_runs_the_clusters_kube_scheduler(rendered: Rendered) -> None:
+    assert checks.hami_problems(rendered.cluster, rendered.kubernetes_version) == []
+
+
+def test_stacks_that_scale_on_cpu_get_metrics_server(rendered: Rendered) -> None:
+    uses_cpu = any(model.autoscaling.uses_resource_metrics for model in rendered.config.models)
+    assert ("metrics-server" in rendered.cluster.charts) == uses_cpu
+    if uses_cpu:
+        (api,) = rendered.cluster.of_kind("APIService", release="metrics-server")
+        assert (api["spec"]["group"], api["spec"]["version"]) == ("metrics.k8s.io", "v1beta1")
+
+
+# --- Each check finds what it looks for in a render broken on purpose -------------------------
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    return render_cluster("dev", ROOT / "Pulumi.dev.yaml", tmp_path_factory.mktemp("dev") / "render")
+
+
+def broken(dev: Rendered) -> Cluster:
+    return copy.deepcopy(dev.cluster)
+
+
+def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def test_schemas_refuse_a_misspelt_field(dev: Rendered) -> None:
+    cluster = broken(dev)
+    deployment = find(cluster.charts["prometheus"], "Deployment", "prometheus-server")
+    deployment["spec"]["replica"] = 2
+    assert checks.kubernetes_schema_problems(cluster.charts["prometheus"], "1.33.0") != []
+    virtual_service = find(cluster.program, "VirtualService", "iris")
+    virtual_service["spec"]["http"][0]["timout"] = "5s"
+    (problem,) = checks.custom_resource_problems(cluster)
+    assert "VirtualService service/iris" in problem
+    assert "timout" in problem
+
+
+def test_an_object_from_two_places_is_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    cluster.charts["prometheus"].append(copy.deepcopy(find(cluster.program, "Namespace", "monitoring")))
+    assert checks.duplicate_problems(cluster) == ["Namespace /monitoring (core) is rendered 2 times"]
+
+
+def test_a_gateway_selecting_no_pod_is_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    cluster.one("Gateway")["spec"]["selector"] = {"istio": "ingress"}
+    assert checks.gateway_problems(cluster) == [
+        "the Gateway's selector {'istio': 'ingress'} matches no pod of the gateway chart"
+    ]
+    cluster = broken(dev)
+    cluster.one("Gateway")["spec"]["servers"][0]["port"]["number"] = 8080
+    assert "server port 8080" in checks.gateway_problems(cluster)[0]
+
+
+def test_a_network_policy_that_shuts_out_the_gateway_is_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    policy = find(cluster.program, "NetworkPolicy", "iris")
+    policy["spec"]["ingress"][0]["ports"] = [{"protocol": "TCP", "port": 9999}]
+    problems = checks.gateway_reach_problems(cluster)
+    assert problems
+    assert all("keep the gateway" in p and "iris" in p for p in problems)
+
+
+def test_a_route_to_a_missing_port_is_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    find(cluster.program, "VirtualService", "churn")["spec"]["http"][0]["route"][0]["destination"]["port"]["number"] = 9
+    assert any("reaches no pod" in p for p in checks.gateway_reach_problems(cluster))
+
+
+def test_scraping_problems_are_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    template = find(cluster.program, "Deployment", "churn-v1")["spec"]["template"]
+    template["metadata"]["annotations"]["prometheus.io/port"] = "9102"
+    problems = checks.scrape_problems(cluster)
+    assert "Deployment service/churn-v1 is scraped on port 9102, which none of its containers declares" in problems
+    cluster = broken(dev)
+    find(cluster.program, "NetworkPolicy", "iris")["spec"]["ingress"].pop()  # Prometheus' rule
+    problems = checks.scrape_problems(cluster)
+    assert any("keep Prometheus from Deployment service/iris-v1:15020" in p for p in problems)
+
+
+def test_a_chart_that_changes_the_scrape_jobs_is_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    config_map = find(cluster.charts["prometheus"], "ConfigMap", "prometheus-server")
+    config_map["data"]["prometheus.yml"] = config_map["data"]["prometheus.yml"].replace(
+        "honor_labels: true", "honor_labels: false", 1
+    )
+    assert len(checks.scrape_job_problems(cluster)) == 1
+
+
+def test_adapter_problems_are_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    hpa = find(cluster.program, "HorizontalPodAutoscaler", "iris-v1")
+    hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] = "requests_per_minute"
+    assert any(
+        "scales on requests_per_minute, which no adapter rule serves" in p for p in checks.adapter_problems(cluster)
+    )
+    cluster = broken(dev)
+    container = find(cluster.charts["prometheus-adapter"], "Deployment", "prometheus-adapter")["spec"]["template"][
+        "spec"
+    ]["containers"][0]
+    container["args"] = [a.replace("prometheus-server.monitoring", "prometheus.monitoring") for a in container["args"]]
+    assert checks.adapter_problems(cluster) == [
+        "the adapter's --prometheus-url http://prometheus.monitoring.svc:80 names Service monitoring/prometheus, "
+        "which is not rendered"
+    ]
+
+
+def test_an_api_service_without_pods_is_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    service = find(cluster.charts["prometheus-adapter"], "Service", "prometheus-adapter")
+    service["spec"]["selector"] = {"app": "nothing"}
+    assert checks.api_service_problems(cluster) == [
+        "APIService v1beta1.custom.metrics.k8s.io: Service Service monitoring/prometheus-adapter reaches no pod on 443"
+    ]
+
+
+def test_istiod_without_the_programs_settings_is_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    deployment = find(cluster.charts["istiod"], "Deployment", "istiod")
+    (discovery,) = deployment["spec"]["template"]["spec"]["containers"]
+    discovery["env"] = [e for e in discovery["env"] if e["name"] != "ENABLE_NATIVE_SIDECARS"]
+    assert checks.istiod_problems(cluster) == ["istiod's env has ENABLE_NATIVE_SIDECARS=None, the program sets 'true'"]
+
+
+def test_a_namespace_the_injector_skips_is_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    (injector,) = cluster.of_kind("MutatingWebhookConfiguration", release="istiod")
+    # An injector that only takes namespaces labelled for a revision.
+    for webhook in injector["webhooks"]:
+        webhook["namespaceSelector"] = {"matchLabels": {"istio.io/rev": "canary"}}
+    problems = checks.injection_problems(cluster)
+    assert "istiod's injector does not take Deployment service/iris-v1" in problems
+
+
+def test_outputs_naming_no_service_are_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    cluster.outputs["platform"]["gatewayService"] = "istio-gateway.istio-ingress.svc.cluster.local"
+    assert checks.output_problems(cluster) == [
+        "output platform.gatewayService names istio-ingress/istio-gateway, which is not rendered"
+    ]
+
+
+def test_a_kube_scheduler_of_another_version_is_found(tmp_path: Path) -> None:
+    rendered = render_cluster("full", write_stack_file(tmp_path / "Pulumi.full.yaml", full_config()), tmp_path / "out")
+    assert checks.hami_problems(rendered.cluster, rendered.kubernetes_version) == []
+    assert checks.hami_problems(rendered.cluster, "1.31.0") == [
+        "HAMi runs registry.k8s.io/kube-scheduler:v1.30.4, not registry.k8s.io/kube-scheduler:v1.31.0"
+    ]
