@@ -162,6 +162,8 @@ def full_config() -> dict[str, Any]:
         "inputs": [{"name": "input", "dataType": "FP32", "dims": [4]}],
         "outputs": [{"name": "output", "dataType": "FP32", "dims": [2]}],
     }
+    # churn scales on CPU: the resource metrics API, so metrics-server is installed.
+    config["inference-platform:models"][1]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 4, "cpuUtilization": 70}
     config["inference-platform:models"] += [
         {
             "name": "mnist",

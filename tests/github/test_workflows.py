@@ -118,6 +118,7 @@ def test_render_diff_needs_no_credentials() -> None:
     assert "secrets." not in yaml.safe_dump(job)
     scripts = "\n".join(s.get("run", "") for s in steps(job))
     assert "python -m infra render" in scripts
+    assert "python -m infra.helm" in scripts  # reviews see chart objects, expanded by the pinned Helm
     assert "python -m infra diff" in scripts
     assert "GITHUB_STEP_SUMMARY" in scripts
     assert "gh pr comment" in scripts

@@ -47,6 +47,7 @@ def test_every_chart_comes_from_its_pin(full: RenderResult) -> None:
         "prometheus-adapter": (pins.PROMETHEUS_ADAPTER, "monitoring", "helm.v4.Chart"),
         "dcgm-exporter": (pins.DCGM_EXPORTER, "gpu-monitoring", "helm.v4.Chart"),
         "hami": (pins.HAMI, "kube-system", "helm.v3.Release"),
+        "metrics-server": (pins.METRICS_SERVER, "kube-system", "helm.v4.Chart"),
     }
     found = charts(full)
     assert found.keys() == expected.keys()
@@ -246,3 +247,46 @@ def test_models_wait_for_hami_when_it_shares_gpus(full: RenderResult) -> None:
     assert len(serving) > 30
     for dependent in serving:
         assert release.urn in dependent.dependencies, dependent.name
+
+
+def test_hamis_kube_scheduler_comes_from_registry_k8s_io_or_a_mirror(render_config: Render) -> None:
+    platform: dict[str, Any] = {"kubernetesVersion": "1.31.2", "hami": {"enabled": True}}
+    image = charts(render_config(base_config() | {"inference-platform:platform": platform}))["hami"]["values"]
+    assert image["scheduler"]["kubeScheduler"]["image"] == {
+        "registry": "registry.k8s.io",
+        "repository": "kube-scheduler",
+        "tag": "v1.31.2",
+    }
+    platform["hami"]["kubeSchedulerImage"] = {"registry": "mirror.internal:5000", "repository": "k8s/kube-scheduler"}
+    image = charts(render_config(base_config() | {"inference-platform:platform": platform}))["hami"]["values"]
+    assert image["scheduler"]["kubeScheduler"]["image"] == {
+        "registry": "mirror.internal:5000",
+        "repository": "k8s/kube-scheduler",
+        "tag": "v1.31.2",
+    }
+
+
+@pytest.mark.parametrize(
+    ("autoscaling", "setting", "installed"),
+    [
+        (None, "auto", False),
+        ({"minReplicas": 1, "maxReplicas": 3, "requestsPerSecond": 5}, "auto", False),
+        ({"minReplicas": 1, "maxReplicas": 3, "cpuUtilization": 70}, "auto", True),
+        ({"minReplicas": 1, "maxReplicas": 3, "memoryUtilization": 70}, "auto", True),
+        # An HPA with no target scales on CPU, as Kubernetes would.
+        ({"minReplicas": 1, "maxReplicas": 3}, "auto", True),
+        # Equal bounds: a fixed replica count, no HPA.
+        ({"minReplicas": 2, "maxReplicas": 2, "cpuUtilization": 70}, "auto", False),
+        ({"minReplicas": 1, "maxReplicas": 3, "cpuUtilization": 70}, False, False),
+        (None, True, True),
+    ],
+)
+def test_metrics_server_comes_with_cpu_or_memory_autoscaling(
+    render_config: Render, autoscaling: dict[str, Any] | None, setting: str | bool, installed: bool
+) -> None:
+    config = base_config() | {"inference-platform:platform": {"metricsServer": {"enabled": setting}}}
+    if autoscaling is not None:
+        config["inference-platform:models"][1]["autoscaling"] = autoscaling
+    result = render_config(config)
+    assert ("metrics-server" in charts(result)) == installed
+    assert ("resourceMetrics" in result.outputs["platform"]) == installed
