@@ -131,19 +131,15 @@ def _check_version(path: Path, release: ChartRelease) -> None:
         )
 
 
-def _run(command: Sequence[str], what: str, cwd: Path | None = None, stdin: str | None = None) -> str:
+def _run(command: Sequence[str], what: str, cwd: Path | None = None) -> str:
     try:
         done = subprocess.run(
-            command,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd=cwd,
-            timeout=HELM_TIMEOUT_SECONDS,
+            command, capture_output=True, text=True, check=False, cwd=cwd, timeout=HELM_TIMEOUT_SECONDS
         )
     except subprocess.TimeoutExpired:
         raise ChartsUnavailableError(f"{what}: no answer in {HELM_TIMEOUT_SECONDS} s") from None
+    except OSError as error:  # e.g. a Helm built for another machine
+        raise ChartsUnavailableError(f"{what}: {error.strerror or error}") from None
     if done.returncode != 0:
         message = " ".join(done.stderr.split()) or f"exit {done.returncode}"
         raise ChartsUnavailableError(f"{what}: {message}")

@@ -252,3 +252,16 @@ def test_the_pinned_helm_is_the_checked_official_build() -> None:
     assert hashlib.sha256(PINNED_HELM.read_bytes()).hexdigest() == HELM_SHA256
     version = subprocess.run([str(PINNED_HELM), "version", "--short"], capture_output=True, text=True, check=True)
     assert version.stdout.startswith(HELM_VERSION)
+
+
+def test_a_helm_that_cannot_run_is_one_error(
+    tmp_path: Path, charts: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    broken = tmp_path / "helm"
+    broken.write_bytes(b"\x7fELF but not a program for this machine")
+    broken.chmod(0o755)
+    monkeypatch.setenv("HELM", str(broken))
+    assert render(tmp_path / "out", "--charts-dir", str(charts)) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("charts: helm template ")
+    assert line.endswith("Exec format error")
