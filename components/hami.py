@@ -37,8 +37,9 @@ class HamiConfig(ConfigModel):
 HAMI_NODE_LABEL = {"gpu": "on"}
 
 
-def _resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> dict[str, Any]:
-    return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu_limit, "memory": memory_limit}}
+# The chart sets no resources; requests and limits on every container (the policy pack).
+SCHEDULER_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
+NODE_AGENT_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}
 
 
 def hami_values(config: HamiConfig, nodes: gpu.GpuNodes, kubernetes_version: str) -> dict[str, Any]:
@@ -48,9 +49,9 @@ def hami_values(config: HamiConfig, nodes: gpu.GpuNodes, kubernetes_version: str
             # HAMi runs its own kube-scheduler; it must be the cluster's version.
             "kubeScheduler": {
                 "image": {"registry": image.registry, "repository": image.repository, "tag": f"v{kubernetes_version}"},
-                "resources": _resources("100m", "128Mi", "1", "512Mi"),
+                "resources": SCHEDULER_RESOURCES,
             },
-            "extender": {"resources": _resources("100m", "128Mi", "1", "512Mi")},
+            "extender": {"resources": SCHEDULER_RESOURCES},
         },
         # The resource names the InferenceService requests (components/gpu.py).
         "resourceName": gpu.GPU_RESOURCE,
@@ -58,9 +59,8 @@ def hami_values(config: HamiConfig, nodes: gpu.GpuNodes, kubernetes_version: str
         "resourceMemPercentage": gpu.GPU_MEMORY_PERCENT_RESOURCE,
         "resourceCores": gpu.GPU_CORES_RESOURCE,
         "devicePlugin": {
-            # The chart sets no resources; requests and limits on every container (the policy pack).
-            "resources": _resources("50m", "64Mi", "500m", "256Mi"),
-            "monitor": {"resources": _resources("50m", "64Mi", "500m", "256Mi")},
+            "resources": NODE_AGENT_RESOURCES,
+            "monitor": {"resources": NODE_AGENT_RESOURCES},
             # The device plugin runs on the GPU nodes HAMi manages: HAMi's own label, written out
             # because Helm would merge it in anyway (a null cannot reach Helm through Pulumi), and
             # the labels whole-GPU models select.

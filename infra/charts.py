@@ -180,11 +180,11 @@ def _in_namespace(document: dict[str, Any], namespace: str) -> dict[str, Any]:
 
 
 def expand(
-    releases: Sequence[ChartRelease], source: ChartSource, kubernetes_version: str, helm: Path | None = None
+    releases: Sequence[ChartRelease], source: ChartSource, kubernetes_version: str
 ) -> dict[str, list[dict[str, Any]]]:
     """Every release's objects, by release name. Raises ChartsUnavailableError for a missing Helm or chart."""
     try:
-        binary = helm or find_helm()
+        binary = find_helm()
     except HelmNotFoundError as error:
         raise ChartsUnavailableError(str(error)) from None
     # Pull one at a time (the cache is shared), then render side by side: each is its own process.

@@ -378,9 +378,10 @@ def injection_problems(cluster: Cluster) -> list[str]:
             for w in webhooks
         )
 
+    gateway = gateway_pods(cluster)
     problems = []
     for pod in cluster.pods():
-        if (meshed(cluster, pod) or pod in gateway_pods(cluster)) and not injected(pod):
+        if (meshed(cluster, pod) or pod in gateway) and not injected(pod):
             problems.append(f"istiod's injector does not take {pod.owner}")
     return problems
 
