@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar
 
 from pydantic import Field, model_validator
 
+from components.analysis import AnalysisSpec
 from components.autoscaling import AutoscalingSpec
 from components.config_base import (
     ConfigModel,
@@ -182,6 +183,10 @@ class ModelSpecBase(ConfigModel):
         "startup budget plus 15 minutes for image pulls and downloads.",
     )
     retries: RetryPolicy = RetryPolicy()
+    analysis: AnalysisSpec = Field(
+        default_factory=AnalysisSpec,
+        description="How canaries and shadows are judged against the primary: alerts and `infra analyze`.",
+    )
 
     @model_validator(mode="after")
     def _check_versions(self) -> ModelSpecBase:

@@ -40,6 +40,8 @@ PROMETHEUS_COMMUNITY = "https://prometheus-community.github.io/helm-charts"
 PROMETHEUS = ChartPin(PROMETHEUS_COMMUNITY, "prometheus", "29.27.0")
 PROMETHEUS_ADAPTER = ChartPin(PROMETHEUS_COMMUNITY, "prometheus-adapter", "5.3.0")
 DCGM_EXPORTER = ChartPin("https://nvidia.github.io/dcgm-exporter/helm-charts", "dcgm-exporter", "4.8.2")
+# The chart moved from grafana/helm-charts to grafana-community in January 2026.
+GRAFANA = ChartPin("https://grafana-community.github.io/helm-charts", "grafana", "12.11.1")
 METRICS_SERVER = ChartPin("https://kubernetes-sigs.github.io/metrics-server/", "metrics-server", "3.13.1")
 HAMI = ChartPin("https://project-hami.github.io/HAMi/", "hami", "2.10.0")
 # HAMi runs its own kube-scheduler, tagged with the cluster's version (platform.kubernetesVersion);

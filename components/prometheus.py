@@ -8,6 +8,7 @@ scrape configuration is exactly what is below, and what the tests run a real Pro
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args
 
 import pulumi
@@ -157,7 +158,7 @@ CONTAINER_SECURITY = {
 }
 
 
-def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
+def prometheus_values(config: PrometheusConfig, rules: RuleFiles | None = None) -> dict[str, Any]:
     volume: dict[str, Any] = {"enabled": True, "size": str(config.storage_size)}
     if config.storage_class is not None:
         volume["storageClass"] = config.storage_class
@@ -186,21 +187,39 @@ def prometheus_values(config: PrometheusConfig) -> dict[str, Any]:
             }
         },
         "scrapeConfigs": {job: {"enabled": False} for job in CHART_DEFAULT_JOBS},
-        "serverFiles": {"prometheus.yml": {"scrape_configs": scrape_configs()}},
+        "serverFiles": {
+            "prometheus.yml": {"scrape_configs": scrape_configs()},
+            # The chart lists both files in rule_files.
+            **({} if rules is None else {"recording_rules.yml": rules.recording, "alerting_rules.yml": rules.alerting}),
+        },
         **{subchart: {"enabled": subchart in config.subcharts} for subchart in SUBCHARTS},
     }
+
+
+@dataclass(frozen=True)
+class RuleFiles:
+    """Prometheus rule files (`{"groups": [...]}`): recording rules and alerting rules."""
+
+    recording: dict[str, Any]
+    alerting: dict[str, Any]
 
 
 class Prometheus(pulumi.ComponentResource):
     url: pulumi.Output[str]
 
-    def __init__(self, name: str, config: PrometheusConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: PrometheusConfig,
+        rules: RuleFiles | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("inference-platform:platform:Prometheus", name, None, opts)
         ns = register(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": config.namespace}},
             pulumi.ResourceOptions(parent=self),
         )
-        values = merge_values(prometheus_values(config), config.values)
+        values = merge_values(prometheus_values(config, rules), config.values)
         chart(RELEASE, pins.PROMETHEUS, config.namespace, values, pulumi.ResourceOptions(parent=self, depends_on=[ns]))
         self.url = pulumi.Output.from_input(f"{config.url}:{SERVER_PORT}")
         self.register_outputs({"url": self.url})

@@ -13,6 +13,8 @@ import pulumi
 from rich.console import Console
 from rich.table import Table
 
+from components.analysis import AnalysisSpec
+from infra import analyze
 from infra.charts import (
     CHARTS_DIR_ENV,
     DEFAULT_KUBERNETES_VERSION,
@@ -34,6 +36,11 @@ from infra.stack_file import read_stack_file
 
 EXIT_PROGRAM_ERROR = 1
 EXIT_CONFIG_ERROR = 2
+
+
+def _console(piped_width: int) -> Console:
+    """A terminal's own width; piped output (CI logs) gets one that fits the table, not 80 columns."""
+    return Console(highlight=False, width=None if sys.stdout.isatty() else piped_width)
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -84,8 +91,7 @@ def _expand_charts(
 def _print_summary(
     result: RenderResult, chart_objects: dict[str, list[dict[str, object]]], stack: str, out_dir: Path
 ) -> None:
-    # Piped output (CI logs) gets a width that fits the component names rather than 80 columns.
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+    console = _console(140)
     manifests = result.manifests
     expanded = sum(len(objects) for objects in chart_objects.values())
     console.print(
@@ -144,6 +150,47 @@ def _promote(args: argparse.Namespace) -> int:
     return 0
 
 
+EXIT_PROMETHEUS_UNAVAILABLE = 4
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    try:
+        at = analyze.parse_time(args.at)
+    except ValueError as error:
+        print(f"analyze: --at: {error}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    try:
+        config = parse_stack_config(
+            project_values(read_stack_file(Path(args.config or f"Pulumi.{args.stack}.yaml")).config)
+        )
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    if args.model is not None and args.model not in {m.name for m in config.models}:
+        print(f"analyze: --model: the stack has no model {args.model!r}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    try:
+        report = analyze.analyze(config, args.stack, analyze.Prometheus(args.prometheus, at), args.window, args.model)
+    except analyze.PrometheusError as error:
+        print(f"analyze: {error}", file=sys.stderr)
+        return EXIT_PROMETHEUS_UNAVAILABLE
+    if args.format == "json":
+        print(analyze.as_json(report))
+    elif args.format == "markdown":
+        sys.stdout.write(analyze.markdown(report))
+    else:
+        _console(200).print(analyze.table(report))
+    return analyze.exit_code(report)
+
+
+def _window(text: str) -> str:
+    """A Prometheus duration, checked the way the stack config checks one."""
+    try:
+        return AnalysisSpec(window=text).window
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 10m, 1h)") from None
+
+
 def _schema(_: argparse.Namespace) -> int:
     print(json.dumps(stack_file_schema(), indent=2, sort_keys=True))
     return 0
@@ -193,6 +240,22 @@ def parser() -> argparse.ArgumentParser:
     promote.add_argument("--model-uri", metavar="URI", help="the new version's files (with --add-version)")
     promote.add_argument("--retire", metavar="V,...", help="versions to remove")
     promote.set_defaults(handler=_promote)
+
+    analysis = commands.add_parser(
+        "analyze",
+        help="judge every canary and shadow against its primary from Prometheus",
+        description="Exit 0: every candidate passes (or there is none); 1: one fails; 3: none fails but some "
+        "have too few requests; 2: bad usage or config; 4: Prometheus unreachable or answering garbage. "
+        f"A bearer token is read from ${'PROMETHEUS_TOKEN'} when set.",
+    )
+    analysis.add_argument("--stack", required=True)
+    analysis.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
+    analysis.add_argument("--prometheus", required=True, metavar="URL", help="the platform Prometheus' base URL")
+    analysis.add_argument("--model", help="only this model")
+    analysis.add_argument("--window", type=_window, help="instead of each model's analysis.window (e.g. 10m)")
+    analysis.add_argument("--at", metavar="TIME", help="end of the window: RFC 3339 or Unix seconds (default now)")
+    analysis.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    analysis.set_defaults(handler=_analyze)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of a stack file")
     schema.set_defaults(handler=_schema)

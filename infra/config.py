@@ -16,6 +16,8 @@ from pydantic import Field, ValidationError, model_validator
 from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain, config_problems, duplicate_problems
 from components.dcgm_exporter import DcgmExporterConfig
 from components.gpu import GpuNodes, VirtualGpu
+from components.grafana import HOST_PREFIX as GRAFANA_HOST
+from components.grafana import GrafanaConfig
 from components.hami import HamiConfig
 from components.ingress_gateway import IngressGatewayConfig
 from components.metrics_server import MetricsServerConfig
@@ -41,6 +43,7 @@ class PlatformConfig(ConfigModel):
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
     prometheus_adapter: PrometheusAdapterConfig = Field(default_factory=PrometheusAdapterConfig)
     metrics_server: MetricsServerConfig = Field(default_factory=MetricsServerConfig)
+    grafana: GrafanaConfig = Field(default_factory=GrafanaConfig)
     dcgm_exporter: DcgmExporterConfig = Field(default_factory=DcgmExporterConfig)
     hami: HamiConfig = Field(default_factory=HamiConfig)
     gpu_nodes: GpuNodes = Field(default_factory=GpuNodes, description="How GPU pods find and tolerate GPU nodes.")
@@ -54,6 +57,17 @@ class PlatformConfig(ConfigModel):
             )
         if self.prometheus_adapter.enabled and not self.prometheus.enabled:
             problems.append(("prometheusAdapter.enabled", "the adapter reads Prometheus: enable prometheus too"))
+        if self.grafana.enabled and not self.prometheus.enabled:
+            problems.append(("grafana.enabled", "Grafana's dashboards read Prometheus: enable prometheus too"))
+        if self.grafana.enabled and self.grafana.admin_password is None:
+            problems.append(
+                (
+                    "grafana.adminPassword",
+                    "required with Grafana: pulumi config set --secret --path 'platform.grafana.adminPassword' ...",
+                )
+            )
+        if self.grafana.expose and not self.ingress.enabled:
+            problems.append(("grafana.expose", "Grafana is exposed through the gateway: enable ingress too"))
         if problems:
             raise config_problems(problems)
         return self
@@ -104,6 +118,12 @@ class StackConfig(ConfigModel):
                     problems.append(
                         (path, f"its objects would be named '{name}', like those of {owner_path}: rename one")
                     )
+        if self.platform.grafana.enabled and self.platform.grafana.expose:
+            problems += [
+                (f"models[{index}].name", f"{GRAFANA_HOST}.{self.domain} serves Grafana (platform.grafana.expose)")
+                for index, model in enumerate(self.models)
+                if model.name == GRAFANA_HOST
+            ]
         problems += self._gpu_problems()
         problems += self._autoscaling_problems()
         if problems:

@@ -6,11 +6,14 @@ from dataclasses import dataclass, field
 
 import pulumi
 
+from components import analysis
+from components.dashboards import model_dashboard
 from components.dcgm_exporter import DcgmExporter
+from components.grafana import Grafana, GrafanaArgs
 from components.hami import Hami
 from components.ingress_gateway import IngressGateway, IngressGatewayArgs
 from components.metrics_server import MetricsServer
-from components.prometheus import SERVER_PORT, Prometheus
+from components.prometheus import SERVER_PORT, Prometheus, RuleFiles
 from components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from infra.config import StackConfig
 
@@ -21,16 +24,31 @@ class Platform:
     """What model resources wait for: istiod, whose webhook checks every Istio object, and HAMi."""
 
 
+def comparisons(config: StackConfig) -> list[tuple[analysis.Comparison, analysis.AnalysisSpec]]:
+    """Each model with more than one version: its primary, candidates and thresholds."""
+    return [
+        (found, model.analysis)
+        for model in config.models
+        if (found := analysis.comparison(model, config.namespace)) is not None
+    ]
+
+
+def comparison_rules(config: StackConfig) -> RuleFiles:
+    """Per-version recording rules, and alerts comparing each canary and shadow with its primary."""
+    return RuleFiles(analysis.recording_rules(), analysis.alert_rules(comparisons(config), pulumi.get_stack()))
+
+
 def deploy_platform(config: StackConfig) -> Platform:
     platform = config.platform
     result = Platform()
     outputs: dict[str, pulumi.Input[str]] = {}
+    prometheus: Prometheus | None = None
     if platform.ingress.enabled:
         ingress = IngressGateway("ingress", IngressGatewayArgs(config=platform.ingress, domain=config.domain))
         result.ready += ingress.ready
         outputs |= {"gateway": ingress.gateway, "gatewayService": ingress.service}
     if platform.prometheus.enabled:
-        prometheus = Prometheus("prometheus", platform.prometheus)
+        prometheus = Prometheus("prometheus", platform.prometheus, comparison_rules(config))
         outputs["prometheus"] = prometheus.url
         if platform.prometheus_adapter.enabled:
             PrometheusAdapter(
@@ -44,6 +62,24 @@ def deploy_platform(config: StackConfig) -> Platform:
                 ),
                 opts=pulumi.ResourceOptions(depends_on=[prometheus]),
             )
+    if platform.grafana.enabled:
+        dashboards = {
+            compared.model: model_dashboard(compared, platform.gpu_metrics) for compared, _ in comparisons(config)
+        }
+        grafana = Grafana(
+            "grafana",
+            GrafanaArgs(
+                config=platform.grafana,
+                prometheus_url=f"{platform.prometheus.url}:{SERVER_PORT}",
+                dashboards=dashboards,
+                domain=config.domain,
+                create_namespace=platform.grafana.namespace != platform.prometheus.namespace,
+                gateway=platform.ingress.gateway.qualified_name if platform.grafana.expose else None,
+                url_scheme=platform.ingress.url_scheme,
+            ),
+            after=[*result.ready, *filter(None, [prometheus])],
+        )
+        outputs["grafana"] = grafana.url
     if config.installs_metrics_server:
         metrics_server = MetricsServer("metrics-server", platform.metrics_server)
         outputs["resourceMetrics"] = metrics_server.api_group

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +88,12 @@ def render_dir(tmp_path: Path) -> Callable[..., Path]:
     counter = iter(range(1_000_000))
 
     def render(config: dict[str, Any]) -> Path:
+        # One stack, several configs: the stack's name is part of what it renders (alert actions).
         index = next(counter)
-        stack_path = write_stack_file(tmp_path / f"Pulumi.s{index}.yaml", config)
+        (tmp_path / f"stack-{index}").mkdir()
+        stack_path = write_stack_file(tmp_path / f"stack-{index}" / "Pulumi.test.yaml", config)
         out = tmp_path / f"render-{index}"
-        assert main(["render", "--stack", f"s{index}", "--config", str(stack_path), "--out", str(out)]) == 0
+        assert main(["render", "--stack", "test", "--config", str(stack_path), "--out", str(out)]) == 0
         return out
 
     return render
@@ -119,23 +122,39 @@ def stack_manifests(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 
 
 @pytest.fixture
-def pulumi_mocks() -> RenderResult:
-    """Pulumi mocks for unit tests of a single component; the result fills as resources register."""
+def pulumi_mocks() -> Iterator[RenderResult]:
+    """Pulumi mocks for unit tests of a single component; the result fills as resources register.
+
+    The test gets an event loop of its own, as run_program does: the SDK creates futures on the
+    current loop, and no loop must leak from one test into another."""
     import pulumi.runtime
     import pulumi.runtime.settings
 
     from infra.config import PROJECT
     from infra.render import RecordingMocks, RecordingMonitor
 
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
     result = RenderResult()
     mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(
-        mocks, project=PROJECT, stack="unit", preview=False, monitor=RecordingMonitor(mocks, result)
-    )
-    return result
+    try:
+        pulumi.runtime.set_mocks(
+            mocks, project=PROJECT, stack="unit", preview=False, monitor=RecordingMonitor(mocks, result)
+        )
+        yield result
+    finally:
+        pulumi.runtime.settings.set_root_resource(None)  # type: ignore[arg-type]
+        loop.close()
+        asyncio.set_event_loop(None)
 
 
-SECRET_VALUES = ("AKIA-TEST-KEY-ID", "s3-secret-access-key-value", '{"private_key": "gcs-key"}', "hf_token_value")
+SECRET_VALUES = (
+    "AKIA-TEST-KEY-ID",
+    "s3-secret-access-key-value",
+    '{"private_key": "gcs-key"}',
+    "hf_token_value",
+    "grafana-admin-password",
+)
 
 
 def full_config() -> dict[str, Any]:
@@ -147,6 +166,7 @@ def full_config() -> dict[str, Any]:
         "dcgmExporter": {"enabled": True},
         "hami": {"enabled": True},
         "gpuNodes": {"memoryMib": 81920, "nodeSelector": {"gpu": "on"}},
+        "grafana": {"enabled": True, "adminPassword": SECRET_VALUES[4], "expose": True},
     }
     config["inference-platform:storage"] = {
         "s3": {

@@ -231,6 +231,35 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "HAMi runs a kube-scheduler",
     ),
     (
+        "grafana-without-a-password",
+        set_key("inference-platform:platform", {"grafana": {"enabled": True}}),
+        "platform.grafana.adminPassword",
+        "required with Grafana",
+    ),
+    (
+        "grafana-over-a-model-named-grafana",
+        lambda c: (
+            c.update(
+                {"inference-platform:platform": {"grafana": {"enabled": True, "adminPassword": "x", "expose": True}}}
+            ),
+            iris(c).update(name="grafana"),
+        ),
+        "models[0].name",
+        "serves Grafana",
+    ),
+    (
+        "analysis-window-not-a-duration",
+        lambda c: iris(c).update(analysis={"window": "ten minutes"}),
+        "models[0].analysis.window",
+        "not a duration",
+    ),
+    (
+        "analysis-unknown-key",
+        lambda c: iris(c).update(analysis={"maxErrorIncrease": 0.02}),
+        "models[0].analysis.maxErrorIncrease",
+        "unknown setting",
+    ),
+    (
         "adapter-without-prometheus",
         set_key("inference-platform:platform", {"prometheus": {"enabled": False}}),
         "platform.prometheusAdapter.enabled",

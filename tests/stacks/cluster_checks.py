@@ -413,3 +413,44 @@ def output_problems(cluster: Cluster) -> list[str]:
     if "prometheus" in platform:
         problems += url_problems(cluster, platform["prometheus"], "output platform.prometheus")
     return problems
+
+
+def grafana_problems(cluster: Cluster) -> list[str]:
+    """Grafana reads the rendered Prometheus, has a dashboard for every model the program built one
+    for, and takes its admin credentials from the program's Secret."""
+    if "grafana" not in cluster.charts:
+        return []
+    config_map = cluster.one("ConfigMap", release="grafana", name="grafana")
+    problems = []
+    for source in yaml.safe_load(config_map["data"]["datasources.yaml"])["datasources"]:
+        problems += url_problems(cluster, source["url"], f"Grafana's datasource {source['name']}")
+    (dashboards,) = [
+        c
+        for c in cluster.of_kind("ConfigMap", release="grafana")
+        if c["metadata"]["name"].startswith("grafana-dashboards-")
+    ]
+    wanted = {f"{name}.json" for name in chart_values(cluster, "grafana")["dashboards"]["inference-platform"]}
+    if set(dashboards["data"]) != wanted:
+        problems.append(f"Grafana's dashboards ConfigMap holds {sorted(dashboards['data'])}, not {sorted(wanted)}")
+    problems += [
+        f"{name} is not JSON with panels"
+        for name, text in dashboards["data"].items()
+        if not json.loads(text).get("panels")
+    ]
+    deployment = cluster.one("Deployment", release="grafana")
+    for container in deployment["spec"]["template"]["spec"]["containers"]:
+        for env in container.get("env") or []:
+            reference = dig(env, "valueFrom", "secretKeyRef")
+            if reference is None:
+                continue
+            secrets = [
+                s
+                for s in cluster.of_kind("Secret")
+                if s["metadata"]["name"] == reference["name"]
+                and s["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+            ]
+            if not any(reference["key"] in (s.get("stringData") or s.get("data") or {}) for s in secrets):
+                problems.append(
+                    f"Grafana's {env['name']} reads Secret {reference['name']} key {reference['key']}, not rendered"
+                )
+    return problems

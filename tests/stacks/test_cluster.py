@@ -46,6 +46,7 @@ SEAMS = {
     "istiod env and mesh config": checks.istiod_problems,
     "injection covers meshed namespaces and the gateway": checks.injection_problems,
     "outputs name rendered services": checks.output_problems,
+    "grafana reads prometheus, has the dashboards and its admin secret": checks.grafana_problems,
 }
 
 
@@ -207,3 +208,18 @@ def test_a_kube_scheduler_of_another_version_is_found(tmp_path: Path) -> None:
     assert checks.hami_problems(rendered.cluster, "1.31.0") == [
         "HAMi runs registry.k8s.io/kube-scheduler:v1.30.4, not registry.k8s.io/kube-scheduler:v1.31.0"
     ]
+
+
+def test_grafana_problems_are_found(tmp_path: Path) -> None:
+    rendered = render_cluster("full", write_stack_file(tmp_path / "Pulumi.full.yaml", full_config()), tmp_path / "out")
+    assert checks.grafana_problems(rendered.cluster) == []
+    cluster = copy.deepcopy(rendered.cluster)
+    config_map = find(cluster.charts["grafana"], "ConfigMap", "grafana")
+    config_map["data"]["datasources.yaml"] = config_map["data"]["datasources.yaml"].replace(":80", ":9090")
+    assert checks.grafana_problems(cluster) == [
+        "Grafana's datasource Prometheus http://prometheus-server.monitoring.svc:9090: Service "
+        "Service monitoring/prometheus-server has no port 9090 that reaches a pod"
+    ]
+    cluster = copy.deepcopy(rendered.cluster)
+    cluster.program = [o for o in cluster.program if o["kind"] != "Secret" or o["metadata"]["name"] != "grafana-admin"]
+    assert len(checks.grafana_problems(cluster)) == 2

@@ -63,8 +63,11 @@ def test_secret_values_never_appear_in_the_render(tmp_path: Path, render_dir: Ca
 
 def test_storage_credentials_are_a_secret_whose_values_are_pulumi_secrets(render_config: Render) -> None:
     result = render_config(full_config())
-    secret = next(r for r in result.registrations if r.type == "kubernetes:core/v1:Secret")
-    assert secret.inputs["metadata"]["name"] == "model-storage-credentials"
+    secret = next(
+        r
+        for r in result.registrations
+        if r.type == "kubernetes:core/v1:Secret" and r.inputs["metadata"]["name"] == "model-storage-credentials"
+    )
     # Registered as Pulumi secrets (masked by the render), so state and previews keep them hidden.
     assert secret.inputs["stringData"] == {
         "aws-credentials": "[secret]",

@@ -48,6 +48,7 @@ def test_every_chart_comes_from_its_pin(full: RenderResult) -> None:
         "dcgm-exporter": (pins.DCGM_EXPORTER, "gpu-monitoring", "helm.v4.Chart"),
         "hami": (pins.HAMI, "kube-system", "helm.v3.Release"),
         "metrics-server": (pins.METRICS_SERVER, "kube-system", "helm.v4.Chart"),
+        "grafana": (pins.GRAFANA, "monitoring", "helm.v4.Chart"),
     }
     found = charts(full)
     assert found.keys() == expected.keys()
@@ -290,3 +291,36 @@ def test_metrics_server_comes_with_cpu_or_memory_autoscaling(
     result = render_config(config)
     assert ("metrics-server" in charts(result)) == installed
     assert ("resourceMetrics" in result.outputs["platform"]) == installed
+
+
+def test_grafana_is_off_by_default_and_never_holds_the_password_in_values(render_config: Render) -> None:
+    assert "grafana" not in charts(render_config(base_config()))
+    config = base_config() | {
+        "inference-platform:platform": {"grafana": {"enabled": True, "adminPassword": "p4ssw0rd-for-grafana"}}
+    }
+    result = render_config(config)
+    values = charts(result)["grafana"]["values"]
+    assert "p4ssw0rd" not in str(values)
+    assert values["admin"] == {
+        "existingSecret": "grafana-admin",
+        "userKey": "admin-user",
+        "passwordKey": "admin-password",
+    }
+    (secret,) = [r.inputs for r in result.manifests if r.inputs["kind"] == "Secret"]
+    assert secret["stringData"] == {"admin-password": "[secret]", "admin-user": "[secret]"}
+    (source,) = values["datasources"]["datasources.yaml"]["datasources"]
+    assert source["url"] == "http://prometheus-server.monitoring.svc:80"
+    assert sorted(values["dashboards"]["inference-platform"]) == ["iris"]  # churn has one version
+    assert result.outputs["platform"]["grafana"] == "http://grafana.monitoring.svc:80"
+    assert not [r for r in result.manifests if r.inputs["kind"] == "VirtualService" and r.name == "grafana"]
+
+
+def test_grafana_can_be_served_through_the_gateway(render_config: Render) -> None:
+    grafana = {"enabled": True, "adminPassword": "p4ssw0rd-for-grafana", "expose": True}
+    result = render_config(base_config() | {"inference-platform:platform": {"grafana": grafana}})
+    (route,) = [r.inputs for r in result.manifests if r.inputs["kind"] == "VirtualService" and r.name == "grafana"]
+    assert route["spec"]["hosts"] == ["grafana.models.example.com"]
+    assert route["spec"]["gateways"] == ["istio-ingress/inference-gateway"]
+    destination = route["spec"]["http"][0]["route"][0]["destination"]
+    assert destination == {"host": "grafana.monitoring.svc.cluster.local", "port": {"number": 80}}
+    assert result.outputs["platform"]["grafana"] == "http://grafana.models.example.com/"
