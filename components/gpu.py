@@ -40,6 +40,24 @@ class GpuNodes(ConfigModel):
     memory_mib: Annotated[int, Field(gt=0)] | None = Field(
         default=None, description="Memory of one GPU in MiB; turns a vGPU memoryPercent cap into MiB."
     )
+    count: Annotated[int, Field(ge=0, le=100_000)] | None = Field(
+        default=None, description="GPU nodes in the cluster, for the capacity plan (with gpusPerNode)."
+    )
+    gpus_per_node: Annotated[int, Field(ge=1, le=64)] | None = Field(
+        default=None, description="GPUs on each GPU node, for the capacity plan (with count)."
+    )
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> GpuNodes:
+        if (self.count is None) != (self.gpus_per_node is None):
+            missing = "gpusPerNode" if self.gpus_per_node is None else "count"
+            raise config_problems([(missing, "set count and gpusPerNode together: they declare the cluster's GPUs")])
+        return self
+
+    @property
+    def declared(self) -> int | None:
+        """The cluster's GPUs, when declared."""
+        return None if self.count is None or self.gpus_per_node is None else self.count * self.gpus_per_node
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,14 @@ its scheduler (a kube-scheduler with HAMi's extender) places pods that ask for t
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Annotated, Any
 
 import pulumi
 from pydantic import Field
 
 from components import gpu, pins
+from components.capacity import Sharing
 from components.config_base import ConfigModel, DNS1123Label
 from components.helm import merge_values, release
 
@@ -30,6 +32,26 @@ class HamiConfig(ConfigModel):
     enabled: bool = Field(default=False, description="GPU sharing with HAMi: lets models use gpu: vgpu.")
     namespace: DNS1123Label = "kube-system"
     kube_scheduler_image: KubeSchedulerImage = Field(default_factory=KubeSchedulerImage)
+    memory_scaling: Annotated[float, Field(gt=0, le=10)] = Field(
+        default=1,
+        description="HAMi's deviceMemoryScaling: above 1 hands out more GPU memory than a device has, "
+        "backed by host memory (idle models), at the risk of out-of-memory errors when they all wake.",
+    )
+    core_scaling: Annotated[float, Field(gt=0, le=10)] = Field(
+        default=1, description="HAMi's deviceCoreScaling: above 1 oversubscribes a GPU's cores."
+    )
+    split_count: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=10, description="HAMi's deviceSplitCount: the most vGPUs one GPU is split into."
+    )
+
+    @property
+    def sharing(self) -> Sharing:
+        return Sharing(
+            memory_scaling=Fraction(str(self.memory_scaling)),
+            core_scaling=Fraction(str(self.core_scaling)),
+            split_count=self.split_count,
+        )
+
     values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
 
 
@@ -59,6 +81,9 @@ def hami_values(config: HamiConfig, nodes: gpu.GpuNodes, kubernetes_version: str
         "resourceMemPercentage": gpu.GPU_MEMORY_PERCENT_RESOURCE,
         "resourceCores": gpu.GPU_CORES_RESOURCE,
         "devicePlugin": {
+            "deviceMemoryScaling": config.memory_scaling,
+            "deviceCoreScaling": config.core_scaling,
+            "deviceSplitCount": config.split_count,
             "resources": NODE_AGENT_RESOURCES,
             "monitor": {"resources": NODE_AGENT_RESOURCES},
             # The device plugin runs on the GPU nodes HAMi manages: HAMi's own label, written out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from collections import Counter
 from pathlib import Path
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from components.analysis import AnalysisSpec
+from components.capacity import Plan
 from infra import analyze
 from infra.charts import (
     CHARTS_DIR_ENV,
@@ -70,9 +72,42 @@ def _render(args: argparse.Namespace) -> int:
                 return EXIT_CONFIG_ERROR
             why_not = f"not expanded: {error}"
     write_render(render_texts(result, chart_objects), out_dir)
-    _print_summary(result, chart_objects, args.stack, out_dir)
+    _print_summary(result, chart_objects, args.stack, out_dir, args.verbose)
+    _print_capacity(config.capacity())
     if why_not is not None and result.charts:
         print(f"Charts {why_not}")
+    return 0
+
+
+def _print_capacity(plan: Plan) -> None:
+    print(plan.headline())
+    _print_capacity_notes(plan)
+
+
+def _print_capacity_notes(plan: Plan) -> None:
+    if plan.fits_peak is False:
+        print(f"warning: at peak the models need {plan.gpus_peak} GPUs, more than the {plan.declared} declared")
+    for note in plan.notes:
+        print(f"note: {note}")
+
+
+def _capacity(args: argparse.Namespace) -> int:
+    try:
+        config = parse_stack_config(
+            project_values(read_stack_file(Path(args.config or f"Pulumi.{args.stack}.yaml")).config)
+        )
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    plan = config.capacity()
+    if args.format == "json":
+        print(json.dumps(plan.as_json(), indent=2))
+        return 0
+    table = Table("model", "mode", "min GPUs", "peak GPUs")
+    for name, model in plan.models.items():
+        table.add_row(name, model.mode, f"{model.min:g}", f"{model.peak:g}")
+    _console(120).print(table)
+    _print_capacity(plan)
     return 0
 
 
@@ -88,8 +123,22 @@ def _expand_charts(
     return expand(releases, source, config.platform.kubernetes_version or DEFAULT_KUBERNETES_VERSION)
 
 
+# Above this many components of one type (models), the summary shows the type, not each one.
+LISTED_COMPONENTS = 20
+
+
+def _spread(counts: list[int]) -> str:
+    """min/median/max of a list of counts."""
+    ordered = sorted(counts)
+    return f"{ordered[0]}/{statistics.median(ordered):g}/{ordered[-1]}"
+
+
 def _print_summary(
-    result: RenderResult, chart_objects: dict[str, list[dict[str, object]]], stack: str, out_dir: Path
+    result: RenderResult,
+    chart_objects: dict[str, list[dict[str, object]]],
+    stack: str,
+    out_dir: Path,
+    verbose: bool = False,
 ) -> None:
     console = _console(140)
     manifests = result.manifests
@@ -108,13 +157,29 @@ def _print_summary(
     from_charts: Counter[str] = Counter()
     for chart in result.charts:
         from_charts[owners[chart.urn]] += len(chart_objects.get(chart.inputs.get("name", chart.name), []))
-    components = Table("component", "objects", "charts", "chart objects", title="Per component", title_justify="left")
+    by_type: dict[str, list[str]] = {}
     for component in sorted(objects.keys() | charts.keys()):
-        chart_count = str(from_charts[component]) if chart_objects and charts[component] else "-"
-        components.add_row(component, str(objects[component]), str(charts[component]), chart_count)
+        by_type.setdefault(component.split("::")[0], []).append(component)
+    components = Table("component", "objects", "charts", "chart objects", title="Per component", title_justify="left")
+    for type_, members in by_type.items():
+        if verbose or len(members) <= LISTED_COMPONENTS:
+            for component in members:
+                chart_count = str(from_charts[component]) if chart_objects and charts[component] else "-"
+                components.add_row(component, str(objects[component]), str(charts[component]), chart_count)
+        else:
+            components.add_row(
+                f"{type_} x {len(members)} (min/median/max)",
+                _spread([objects[c] for c in members]),
+                _spread([charts[c] for c in members]),
+                _spread([from_charts[c] for c in members]) if chart_objects else "-",
+            )
     console.print(components)
-    for name, model in sorted((result.outputs.get("models") or {}).items()):
-        console.print(f"[bold]{name}[/bold] {' '.join(model['urls'])}")
+    models = sorted((result.outputs.get("models") or {}).items())
+    if verbose or len(models) <= LISTED_COMPONENTS:
+        for name, model in models:
+            console.print(f"[bold]{name}[/bold] {' '.join(model['urls'])}")
+    else:
+        console.print(f"{len(models)} models: their URLs are in {out_dir}/outputs.yaml (--verbose lists them)")
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -122,7 +187,7 @@ def _diff(args: argparse.Namespace) -> int:
         if not Path(directory).is_dir():
             print(f"not a render directory: {directory}", file=sys.stderr)
             return EXIT_CONFIG_ERROR
-    report = markdown_report(*diff_renders(Path(args.old), Path(args.new)))
+    report = markdown_report(diff_renders(Path(args.old), Path(args.new)))
     sys.stdout.write(truncated(report, args.max_chars) if args.max_chars else report)
     return 0
 
@@ -212,6 +277,9 @@ def parser() -> argparse.ArgumentParser:
         "a missing chart or Helm is then an error",
     )
     charts.add_argument("--no-charts", action="store_true", help="do not expand the charts with Helm")
+    render.add_argument(
+        "--verbose", action="store_true", help=f"list every component and model, even above {LISTED_COMPONENTS}"
+    )
     render.set_defaults(handler=_render)
 
     diff = commands.add_parser("diff", help="Markdown report of what changed between two render directories")
@@ -256,6 +324,14 @@ def parser() -> argparse.ArgumentParser:
     analysis.add_argument("--at", metavar="TIME", help="end of the window: RFC 3339 or Unix seconds (default now)")
     analysis.add_argument("--format", choices=["table", "markdown", "json"], default="table")
     analysis.set_defaults(handler=_analyze)
+
+    capacity = commands.add_parser(
+        "capacity", help="the GPUs the stack's models hold at minimum replicas and at peak, from its config alone"
+    )
+    capacity.add_argument("--stack", required=True)
+    capacity.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
+    capacity.add_argument("--format", choices=["table", "json"], default="table")
+    capacity.set_defaults(handler=_capacity)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of a stack file")
     schema.set_defaults(handler=_schema)

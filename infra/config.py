@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from components.capacity import Plan
+from components.capacity import plan as capacity_plan
 from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain, config_problems, duplicate_problems
 from components.dcgm_exporter import DcgmExporterConfig
 from components.gpu import GpuNodes, VirtualGpu
@@ -125,6 +127,8 @@ class StackConfig(ConfigModel):
                 if model.name == GRAFANA_HOST
             ]
         problems += self._gpu_problems()
+        if not problems:
+            problems += self._capacity_problems()
         problems += self._autoscaling_problems()
         if problems:
             raise config_problems(problems)
@@ -153,6 +157,38 @@ class StackConfig(ConfigModel):
                         "nothing measures GPU use: enable platform.dcgmExporter (or platform.hami)",
                     )
                 )
+        return problems
+
+    def capacity(self) -> Plan:
+        """The GPUs the models hold at minimum replicas and at peak (components/capacity.py)."""
+        platform = self.platform
+        return capacity_plan(self.models, platform.gpu_nodes, platform.hami.sharing, platform.gpu_nodes.declared)
+
+    def _capacity_problems(self) -> list[tuple[str, str]]:
+        """Pods that could never all be scheduled: more GPUs at minimum than the cluster declares,
+        or more in one pod than one node has."""
+        nodes = self.platform.gpu_nodes
+        problems = [
+            (
+                f"models[{index}].gpu.count",
+                f"each pod needs {model.gpu.device_count} GPUs on one node; "
+                f"platform.gpuNodes.gpusPerNode is {nodes.gpus_per_node}",
+            )
+            for index, model in enumerate(self.models)
+            if nodes.gpus_per_node is not None
+            and (model.gpu.device_count or 0) > nodes.gpus_per_node
+            and model.gpu.mode in ("exclusive", "vgpu")
+        ]
+        plan = self.capacity()
+        if plan.fits_min is False:
+            problems.append(
+                (
+                    "platform.gpuNodes",
+                    f"the models need {plan.gpus_min} GPUs at their minimum replicas, more than the "
+                    f"{plan.declared} declared ({nodes.count} nodes x {nodes.gpus_per_node}): pods could never all "
+                    "schedule; add GPU nodes, or lower replicas or GPU requests",
+                )
+            )
         return problems
 
     def _gpu_problems(self) -> list[tuple[str, str]]:

@@ -90,6 +90,26 @@ class RenderDiff(NamedTuple):
     """Each expanded chart's objects, by release, for the charts whose objects changed."""
     whole_charts: frozenset[str] = frozenset()
     """Releases expanded on one side only: all their objects are new, or all gone."""
+    capacity: str | None = None
+    """How the GPU plan changed, in a sentence; None when it did not."""
+
+
+def capacity_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """'min GPUs 3 -> 4, peak GPUs 6 -> 8 of 8 declared' from two renders' `capacity` outputs."""
+    before, after = old.get("capacity") or {}, new.get("capacity") or {}
+    if before == after:
+        return None
+    parts = []
+    for key in ("min", "peak"):
+        was, now = (before.get("gpus") or {}).get(key, 0), (after.get("gpus") or {}).get(key, 0)
+        parts.append(f"{key} GPUs {was} -> {now}" if was != now else f"{key} GPUs {now}")
+    declared = after.get("declared")
+    text = ", ".join(parts) + (f" of {declared} declared" if declared is not None else "")
+    if before.get("declared") != declared:
+        text += f" (declared {before.get('declared')} -> {declared})"
+    if (after.get("fits") or {}).get("peak") is False:
+        text += ": the peak does not fit"
+    return text
 
 
 def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
@@ -109,7 +129,14 @@ def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
         if not (diff := diff_objects(old_expanded.get(release, []), new_expanded.get(release, []))).empty
     }
     whole = frozenset(old_expanded.keys() ^ new_expanded.keys())
-    return RenderDiff(objects, charts, field_changes(old_outputs, new_outputs), chart_objects, whole)
+    return RenderDiff(
+        objects,
+        charts,
+        field_changes(old_outputs, new_outputs),
+        chart_objects,
+        whole,
+        capacity_change(old_outputs, new_outputs),
+    )
 
 
 def _cell(value: Any) -> str:
@@ -190,14 +217,8 @@ def _chart_objects_section(chart_objects: Mapping[str, ObjectDiff], whole_charts
     return lines
 
 
-def markdown_report(
-    objects: ObjectDiff,
-    charts: ObjectDiff,
-    outputs: list[FieldChange],
-    chart_objects: Mapping[str, ObjectDiff] | None = None,
-    whole_charts: frozenset[str] = frozenset(),
-) -> str:
-    chart_objects = chart_objects or {}
+def markdown_report(diff: RenderDiff) -> str:
+    objects, charts, outputs, chart_objects, whole_charts, capacity = diff
     lines = ["## inference-platform render diff", ""]
     if objects.empty and charts.empty and not outputs and not chart_objects:
         lines.append("No changes: both renders are identical.")
@@ -211,6 +232,8 @@ def markdown_report(
             f"{sum(len(d.changed) for d in changed)} changed."
         )
     lines += [summary, ""]
+    if capacity is not None:
+        lines += [f"GPU capacity: {capacity}.", ""]
     lines += _section("Kubernetes objects", objects)
     lines += _section("Helm charts", charts)
     lines += _chart_objects_section(chart_objects, whole_charts)

@@ -180,7 +180,7 @@ def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
         proposed.write_text(edited, encoding="utf-8")
         _render(stack, path, root / "before")
         _render(stack, proposed, root / "after")
-        out.write(markdown_report(*diff_renders(root / "before", root / "after")))
+        out.write(markdown_report(diff_renders(root / "before", root / "after")))
     staged = path.with_name(f".{path.name}.promote")
     staged.write_text(edited, encoding="utf-8")
     os.replace(staged, path)

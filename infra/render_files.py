@@ -73,11 +73,11 @@ def _ordered_object(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {key: _sorted_mapping(manifest[key]) for key in first + rest}
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(yaml.CSafeDumper):
     """Block style, multi-line strings (generated config files) as literal blocks."""
 
 
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+def _represent_str(dumper: yaml.CSafeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 

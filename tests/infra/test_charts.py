@@ -188,7 +188,7 @@ def test_a_pin_bump_shows_which_chart_objects_change(
     assert len(prometheus.changed) == len(old_objects)
     for changes in prometheus.changed.values():
         assert {(c.before, c.after) for c in changes} == {("prometheus-29.27.0", "prometheus-29.28.0")}
-    report = markdown_report(*diff)
+    report = markdown_report(diff)
     assert "<details><summary>Chart <code>prometheus</code>: 0 added, 0 removed, 7 changed</summary>" in report
     assert "| `metadata.labels.helm.sh/chart` | `prometheus-29.27.0` | `prometheus-29.28.0` |" in report
     # Cut inside the chart's block for a comment, the block is still closed.

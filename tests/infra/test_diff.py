@@ -23,7 +23,7 @@ def report(render_dir: RenderDir, mutate: Callable[[Config], Any]) -> str:
     config = base_config()
     old = render_dir(config)
     mutate(config)
-    return markdown_report(*diff_renders(old, render_dir(config)))
+    return markdown_report(diff_renders(old, render_dir(config)))
 
 
 def test_identical_renders_report_no_changes(render_dir: RenderDir) -> None:
@@ -104,7 +104,7 @@ def test_a_long_report_is_cut_at_a_whole_line_for_a_comment(render_dir: RenderDi
     iris(config)["versions"] += extra
     new = render_dir(config)
     capsys.readouterr()
-    full = markdown_report(*diff_renders(old, new))
+    full = markdown_report(diff_renders(old, new))
     assert len(full) > 8000
 
     assert main(["diff", "--max-chars", "8000", str(old), str(new)]) == 0

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from infra.cli import main
-from infra.diff import FieldChange, ObjectDiff, diff_renders, markdown_report
+from infra.diff import FieldChange, ObjectDiff, RenderDiff, diff_renders, markdown_report
 from infra.render import run_program
 from infra.render_files import CHARTS, MANIFESTS, OUTPUTS, render_texts, write_render
 from infra.stack_file import read_stack_file
@@ -233,7 +233,7 @@ def test_rolling_back_the_config_commit_reverses_the_diff(dev: Path, tmp_path: P
     assert backward[0] == reverse(objects)
     assert backward[1] == reverse(charts)
     assert backward[2] == [FieldChange(c.path, c.after, c.before) for c in outputs]
-    assert markdown_report(*backward) == markdown_report(reverse(objects), reverse(charts), backward[2])
-    assert markdown_report(*diff_renders(before, rolled_back)).endswith("No changes: both renders are identical.\n")
+    assert markdown_report(backward) == markdown_report(RenderDiff(reverse(objects), reverse(charts), backward[2], {}))
+    assert markdown_report(diff_renders(before, rolled_back)).endswith("No changes: both renders are identical.\n")
     for name in (MANIFESTS, CHARTS, OUTPUTS):
         assert (rolled_back / name).read_bytes() == (before / name).read_bytes()

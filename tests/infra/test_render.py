@@ -189,3 +189,36 @@ def test_encrypted_values_render_as_masked_secrets(tmp_path: Path) -> None:
     assert secret["stringData"] == {"aws-credentials": "[secret]"}
     assert "b64ciphertext" not in (out / MANIFESTS).read_text()
     assert "AKIA-PLAIN" not in (out / MANIFESTS).read_text()
+
+
+def models_config(count: int) -> dict[str, Any]:
+    models = [
+        {
+            "name": f"m{i}",
+            "runtime": "mlserver",
+            "versions": [{"name": "v1", "modelUri": f"pvc://m/{i}", "weight": 100}],
+        }
+        for i in range(count)
+    ]
+    return base_config() | {"inference-platform:models": models}
+
+
+@pytest.mark.slow
+def test_a_400_model_summary_fits_a_screen(tmp_path: Path, capsys: Any) -> None:
+    stack_file = write_stack_file(tmp_path / "Pulumi.big.yaml", models_config(400))
+    assert main(["render", "--stack", "big", "--config", str(stack_file), "--out", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) < 60
+    assert any("InferenceService x 400 (min/median/max)" in line for line in lines)
+    assert f"400 models: their URLs are in {tmp_path / 'out'}/outputs.yaml (--verbose lists them)" in lines
+
+
+def test_verbose_lists_every_model_above_twenty(tmp_path: Path, capsys: Any) -> None:
+    stack_file = write_stack_file(tmp_path / "Pulumi.s.yaml", models_config(21))
+    args = ["render", "--stack", "s", "--config", str(stack_file), "--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    assert "21 models: their URLs are in" in capsys.readouterr().out
+    assert main([*args, "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"m{i} http://m{i}.models.example.com/" in out for i in range(21))
+    assert "InferenceService::m20" in out
