@@ -61,6 +61,11 @@ def _injection(args: StackValidationArgs, report_violation: ReportViolation) -> 
         report_violation(message, None)
 
 
+def _gpus_at_peak(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    for message in rules.gpus_short_at_peak((r.resource_type, r.props) for r in args.resources):
+        report_violation(message, None)
+
+
 POLICIES = [
     _resource_policy(
         "pinned-images", "Every image is pinned: a tag other than latest, or a digest.", rules.unpinned_images
@@ -81,6 +86,12 @@ POLICIES = [
         "Namespaces that run models have Istio sidecar injection.",
         _injection,
         enforcement_level=EnforcementLevel.MANDATORY,
+    ),
+    StackValidationPolicy(
+        "gpus-fit-at-peak",
+        "The models' GPUs at their autoscalers' maximum fit the GPUs the stack declares.",
+        _gpus_at_peak,
+        enforcement_level=EnforcementLevel.ADVISORY,
     ),
     _production_policy(
         "production-replicas", "In production every model version runs at least two replicas.", rules.too_few_replicas

@@ -23,6 +23,7 @@ NAMESPACE = "kubernetes:core/v1:Namespace"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
+STACK = "pulumi:pulumi:Stack"
 GPU_RESOURCE_PREFIX = "nvidia.com/"
 # The Istio gateway chart's pods say `image: auto`; istiod's injector puts its pinned proxy there.
 INJECTED_IMAGE = "auto"
@@ -198,3 +199,17 @@ def without_disruption_budget(resources: Iterable[tuple[str, Mapping[str, Any]]]
         if not any(ns == namespace and _selects(selector, labels) for ns, selector in budgets):
             problems.append(f"Deployment {_get(props, 'metadata', 'name')!r} has no PodDisruptionBudget")
     return problems
+
+
+def gpus_short_at_peak(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """The program's capacity plan (the stack output `capacity`) says the models at their
+    autoscalers' maximum need more GPUs than the cluster declares."""
+    for resource_type, props in resources:
+        capacity = props.get("capacity") if resource_type == STACK else None
+        if _get(capacity, "fits", "peak") is False:
+            peak, declared = _get(capacity, "gpus", "peak"), _get(capacity, "declared")
+            return [
+                f"at peak the models need {peak} GPUs, more than the {declared} declared "
+                "(platform.gpuNodes): scaling up will leave pods Pending"
+            ]
+    return []

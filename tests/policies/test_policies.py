@@ -94,6 +94,7 @@ def test_the_pack_has_the_promised_policies_and_levels() -> None:
         "model-namespaces-injected"
     }
     assert {n for n, level in levels.items() if level == EnforcementLevel.ADVISORY} == {
+        "gpus-fit-at-peak",
         "production-replicas",
         "production-disruption-budgets",
     }
@@ -194,3 +195,20 @@ def test_production_disruption_budgets() -> None:
     )
     assert stack_violations("production-disruption-budgets", [deployment("prod"), pdb({"app": "other"})])
     assert stack_violations("production-disruption-budgets", [deployment("dev")]) == []
+
+
+def stack_outputs(capacity: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
+    """The root stack resource, whose properties are the stack outputs."""
+    return "pulumi:pulumi:Stack", {"capacity": capacity}, urn("prod", "pulumi:pulumi:Stack", "inference-platform-prod")
+
+
+def test_gpus_that_do_not_fit_at_peak_are_an_advisory() -> None:
+    fits = {"gpus": {"min": 4, "peak": 10}, "declared": 16, "fits": {"min": True, "peak": True}}
+    short = {"gpus": {"min": 4, "peak": 20}, "declared": 16, "fits": {"min": True, "peak": False}}
+    undeclared = {"gpus": {"min": 4, "peak": 20}, "fits": {}}  # Pulumi drops the nulls of an undeclared plan
+    assert stack_violations("gpus-fit-at-peak", [deployment("prod"), stack_outputs(fits)]) == []
+    assert stack_violations("gpus-fit-at-peak", [stack_outputs(undeclared)]) == []
+    assert stack_violations("gpus-fit-at-peak", [deployment("prod"), stack_outputs(short)]) == [
+        "at peak the models need 20 GPUs, more than the 16 declared (platform.gpuNodes): "
+        "scaling up will leave pods Pending"
+    ]
