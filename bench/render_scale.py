@@ -33,7 +33,7 @@ from components.inference_service.manifests import InferenceServiceArgs, model_m
 from components.kube import register
 from components.model_namespace import ModelNamespaceArgs, default_deny, namespace, strict_mtls
 from infra.config import PROJECT, parse_stack_config, project_values
-from infra.render import RecordingMocks, RecordingMonitor, RenderResult, run_program
+from infra.render import RecordingMocks, RecordingMonitor, RenderResult, batch_gc, run_program
 from infra.render_files import render_texts, write_render
 from infra.stack_file import StackFile
 
@@ -106,7 +106,8 @@ def measure_baseline(models: int) -> tuple[float, int]:
             register(manifest, pulumi.ResourceOptions(depends_on=[ns]))
 
     start = time.perf_counter()
-    loop.run_until_complete(pulumi.runtime.run_in_stack(program))
+    with batch_gc():  # as run_program registers
+        loop.run_until_complete(pulumi.runtime.run_in_stack(program))
     write(result)
     return time.perf_counter() - start, len(result.manifests)
 

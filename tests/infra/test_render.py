@@ -222,3 +222,13 @@ def test_verbose_lists_every_model_above_twenty(tmp_path: Path, capsys: Any) -> 
     out = capsys.readouterr().out
     assert all(f"m{i} http://m{i}.models.example.com/" in out for i in range(21))
     assert "InferenceService::m20" in out
+
+
+def test_the_render_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    import gc
+
+    threshold = gc.get_threshold()
+    stack_file = write_stack_file(tmp_path / "Pulumi.s.yaml", base_config())
+    assert main(["render", "--stack", "s", "--config", str(stack_file), "--out", str(tmp_path / "out")]) == 0
+    assert gc.get_threshold() == threshold
+    assert gc.get_freeze_count() == 0
