@@ -102,14 +102,16 @@ class StackConfig(ConfigModel):
         # Objects of different models must not share a name: model 'a' with version 'b-c' and
         # model 'a-b' with version 'c' would both own a Deployment 'a-b-c'.
         owners: dict[str, tuple[str, str]] = {}
+        seen: set[str] = set()
         for index, model in enumerate(self.models):
             host = f"{model.name}.{self.domain}"
             if len(host) > MAX_HOST_LENGTH:
                 problems.append(
                     (f"models[{index}].name", f"the host '{host}' is longer than {MAX_HOST_LENGTH} characters")
                 )
-            if any(owner_model == model.name for owner_model, _ in owners.values()):
+            if model.name in seen:
                 continue  # a duplicate model name, reported above
+            seen.add(model.name)
             derived = {model.name: f"models[{index}].name"}
             derived |= {
                 f"{model.name}-{v.name}": f"models[{index}].versions[{j}].name" for j, v in enumerate(model.versions)
