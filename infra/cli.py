@@ -91,13 +91,20 @@ def _print_capacity_notes(plan: Plan) -> None:
         print(f"note: {note}")
 
 
-def _capacity(args: argparse.Namespace) -> int:
+def _stack_config(args: argparse.Namespace) -> StackConfig | None:
+    """The validated config of `--config`, or of Pulumi.<stack>.yaml; None after printing the problems."""
     try:
-        config = parse_stack_config(
+        return parse_stack_config(
             project_values(read_stack_file(Path(args.config or f"Pulumi.{args.stack}.yaml")).config)
         )
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
+        return None
+
+
+def _capacity(args: argparse.Namespace) -> int:
+    config = _stack_config(args)
+    if config is None:
         return EXIT_CONFIG_ERROR
     plan = config.capacity()
     if args.format == "json":
@@ -224,12 +231,8 @@ def _analyze(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"analyze: --at: {error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    try:
-        config = parse_stack_config(
-            project_values(read_stack_file(Path(args.config or f"Pulumi.{args.stack}.yaml")).config)
-        )
-    except ConfigError as error:
-        print(error.report(), file=sys.stderr)
+    config = _stack_config(args)
+    if config is None:
         return EXIT_CONFIG_ERROR
     if args.model is not None and args.model not in {m.name for m in config.models}:
         print(f"analyze: --model: the stack has no model {args.model!r}", file=sys.stderr)

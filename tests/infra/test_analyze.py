@@ -22,7 +22,7 @@ from infra.config import parse_stack_config, project_values
 from infra.stack_file import read_stack_file
 from tests.components.prometheus_harness import PROMTOOL, RunningPrometheus, prometheus
 from tests.components.runtimes.test_mlserver_boot import free_port
-from tests.conftest import write_stack_file
+from tests.conftest import base_config, write_stack_file
 
 pytestmark = pytest.mark.slow
 
@@ -32,34 +32,15 @@ MINUTES = 40
 SHADOW_FAILS_FROM = 20 * 60
 BUCKETS = (("25", 0.5), ("50", 0.75), ("100", 1.0), ("250", 1.0), ("+Inf", 1.0))  # p95 = 90 ms
 
-CONFIG: dict[str, Any] = {
-    "inference-platform:domain": "models.example.com",
-    "inference-platform:namespace": "service",
-    "inference-platform:models": [
-        {
-            "name": "iris",
-            "runtime": "mlserver",
-            "versions": [
-                {"name": "v1", "modelUri": "pvc://models/iris/v1", "weight": 90},
-                {"name": "v2", "modelUri": "pvc://models/iris/v2", "weight": 10},
-                {"name": "v3", "modelUri": "pvc://models/iris/v3", "mirrorPercent": 50},
-            ],
-        },
-        {
-            "name": "churn",
-            "runtime": "mlserver",
-            "versions": [
-                {"name": "v1", "modelUri": "pvc://models/churn/v1", "weight": 100},
-                {"name": "v2", "modelUri": "pvc://models/churn/v2", "mirrorPercent": 1},
-            ],
-        },
-        {
-            "name": "solo",
-            "runtime": "mlserver",
-            "versions": [{"name": "v1", "modelUri": "pvc://m/solo", "weight": 100}],
-        },
-    ],
-}
+# base_config's iris (v1 90, v2 10, v3 mirrored 50), churn with a shadow that sees too little
+# traffic, and a model with a single version (nothing to compare).
+CONFIG: dict[str, Any] = base_config()
+CONFIG["inference-platform:models"][1]["versions"].append(
+    {"name": "v2", "modelUri": "pvc://models/churn/v2", "mirrorPercent": 1}
+)
+CONFIG["inference-platform:models"].append(
+    {"name": "solo", "runtime": "mlserver", "versions": [{"name": "v1", "modelUri": "pvc://m/solo", "weight": 100}]}
+)
 # Requests per second by (model, version); churn's shadow sees too few to judge.
 RATES = {("iris", "v1"): 9.0, ("iris", "v2"): 1.0, ("iris", "v3"): 5.0, ("churn", "v1"): 4.0, ("churn", "v2"): 0.05}
 
