@@ -29,7 +29,8 @@ import pulumi.runtime.settings
 # Imported for its side effect: every module the program runs is loaded before measuring,
 # as import time is not program time.
 import infra.program  # noqa: F401
-from components.inference_service.manifests import InferenceServiceArgs, model_manifests
+from components.inference_service.args import InferenceServiceArgs
+from components.inference_service.manifests import model_manifests
 from components.kube import register
 from components.model_namespace import ModelNamespaceArgs, default_deny, namespace, strict_mtls
 from infra.config import PROJECT, parse_stack_config, project_values

@@ -3,8 +3,8 @@
 - At the gateway: allow and deny lists by client address, required headers, a JWT requirement.
   All are DENY AuthorizationPolicies scoped to the model's hosts and paths: an ALLOW policy on
   the shared gateway would shut out every other model.
-- At the model's pods: Envoy's local rate limit (a token bucket in each sidecar), and only the
-  gateway may reach serving ports, only Prometheus the metrics port.
+- At the model's pods: Envoy's local rate limit (a token bucket in each sidecar). Who may reach
+  the pods at all is components/access.py's.
 - Between them: connection limits and outlier detection in the DestinationRule.
 """
 
@@ -20,7 +20,6 @@ from components.config_base import ConfigModel, Duration, config_problems
 # Envoy's local rate limit, configured through Istio's untyped wrapper.
 LOCAL_RATE_LIMIT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit"
 TYPED_STRUCT = "type.googleapis.com/udpa.type.v1.TypedStruct"
-TRUST_DOMAIN = "cluster.local"
 
 
 def _cidr(value: str) -> str:
@@ -235,31 +234,3 @@ def gateway_policies(
         }
     )
     return objects
-
-
-def access_policy(
-    name: str,
-    namespace: str,
-    selector: dict[str, str],
-    *,
-    gateway_account: tuple[str, str],
-    serving_ports: list[int],
-) -> dict[str, Any]:
-    """ALLOW the gateway's service account (namespace, name) to the serving ports; nobody else.
-
-    Prometheus gets no rule here: it runs outside the mesh (no sidecar, so no identity a principal
-    could match) and scrapes the sidecar agent's merged-metrics port 15020, which Envoy's mTLS and
-    access policies do not cover. The model's NetworkPolicy is what keeps that port to Prometheus."""
-    gateway_namespace, account = gateway_account
-    rules: list[dict[str, Any]] = [
-        {
-            "from": [{"source": {"principals": [f"{TRUST_DOMAIN}/ns/{gateway_namespace}/sa/{account}"]}}],
-            "to": [{"operation": {"ports": [str(p) for p in serving_ports]}}],
-        }
-    ]
-    return {
-        "apiVersion": "security.istio.io/v1",
-        "kind": "AuthorizationPolicy",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"selector": {"matchLabels": selector}, "action": "ALLOW", "rules": rules},
-    }

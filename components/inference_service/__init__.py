@@ -1,6 +1,7 @@
-"""One model served on the platform: see component.py for the resource, manifests.py for its objects."""
+"""One model served on the platform: see component.py for the resource, manifests.py for its objects
+(args.py names them, pods.py runs them, routing.py routes to them)."""
 
+from components.inference_service.args import InferenceServiceArgs
 from components.inference_service.component import InferenceService
-from components.inference_service.manifests import InferenceServiceArgs
 
 __all__ = ["InferenceService", "InferenceServiceArgs"]

@@ -6,7 +6,8 @@ import json
 
 import pulumi
 
-from components.inference_service.manifests import InferenceServiceArgs, model_manifests
+from components.inference_service.args import InferenceServiceArgs
+from components.inference_service.manifests import model_manifests
 from components.kube import register
 
 

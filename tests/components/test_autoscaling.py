@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from components.inference_service.manifests import InferenceServiceArgs, model_manifests
+from components.inference_service.args import InferenceServiceArgs
+from components.inference_service.manifests import model_manifests
 from components.runtimes.triton import TritonModel
 from tests.owner_schemas import validate
 

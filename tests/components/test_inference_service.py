@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 
 from components.inference_service import InferenceService, InferenceServiceArgs
-from components.inference_service.manifests import virtual_service
+from components.inference_service.routing import virtual_service
 from components.runtimes.mlserver import MLServerModel
 from infra.render import RenderResult
 from tests.conftest import base_config

@@ -11,7 +11,8 @@ import boto3
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from components.inference_service.manifests import InferenceServiceArgs, model_manifests
+from components.inference_service.args import InferenceServiceArgs
+from components.inference_service.manifests import model_manifests
 from components.model_namespace import ModelNamespaceArgs, default_deny, strict_mtls
 from components.model_storage import StorageCredentials
 from components.prometheus import MetricsScraper

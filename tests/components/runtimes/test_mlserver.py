@@ -9,7 +9,8 @@ import pytest
 from mlserver.settings import ModelParameters, ModelSettings, Settings
 
 from components.gpu import GpuNodes
-from components.inference_service.manifests import InferenceServiceArgs, deployment
+from components.inference_service.args import InferenceServiceArgs
+from components.inference_service.pods import deployment
 from components.runtimes import mlserver
 from components.runtimes.mlserver import MLServerModel
 

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from tensorflow_serving.config import model_server_config_pb2, platform_config_pb2
 
 from components.gpu import GpuNodes
-from components.inference_service.manifests import InferenceServiceArgs, deployment
+from components.inference_service.args import InferenceServiceArgs
+from components.inference_service.pods import deployment
 from components.runtimes import tfserving
 from components.runtimes.tfserving import TFServingModel
 
