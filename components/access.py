@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
+from components.config_base import ConfigModel, DNS1123Label
 from components.prometheus import MetricsScraper
 
 TRUST_DOMAIN = "cluster.local"
@@ -23,15 +26,13 @@ MERGED_METRICS_PORT = 15020
 APP_LABEL = "app"
 
 
-@dataclass(frozen=True)
-class Workload:
-    """Pods that may be called: selected by their `app` label, running as one service account."""
+class Workload(ConfigModel):
+    """Pods that call or are called: selected by their `app` label, running as one service account."""
 
-    name: str
-    namespace: str
-    service_account: str
-    ports: tuple[int, ...]
-    """The serving ports callers may reach."""
+    name: DNS1123Label
+    namespace: DNS1123Label
+    service_account: DNS1123Label
+    ports: tuple[int, ...] = Field(description="The serving ports callers may reach.")
 
     @property
     def selector(self) -> dict[str, str]:

@@ -13,6 +13,7 @@ _TYPED: dict[tuple[str, str], Any] = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,
     ("v1", "Secret"): k8s.core.v1.Secret,
     ("v1", "Service"): k8s.core.v1.Service,
+    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("autoscaling/v2", "HorizontalPodAutoscaler"): k8s.autoscaling.v2.HorizontalPodAutoscaler,
     ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
@@ -20,7 +21,7 @@ _TYPED: dict[tuple[str, str], Any] = {
 }
 
 # Top-level manifest keys as the typed classes name them.
-_ARGUMENTS = {"stringData": "string_data"}
+_ARGUMENTS = {"stringData": "string_data", "automountServiceAccountToken": "automount_service_account_token"}
 
 
 def register(manifest: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> pulumi.CustomResource:

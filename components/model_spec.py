@@ -154,6 +154,8 @@ class ModelSpecBase(ConfigModel):
 
     SERVER_PORTS: ClassVar[dict[str, int]]
     """The model server's container ports by name: http (what routes reach), grpc, http-metrics."""
+    INFERENCE_PATH: ClassVar[str]
+    """The HTTP path one inference request is POSTed to, `{name}` standing for the model's name."""
 
     name: DNS1035Label = Field(description="Served at <name>.<domain>; also the Kubernetes name prefix.")
     runtime: str
@@ -187,6 +189,11 @@ class ModelSpecBase(ConfigModel):
         default_factory=AnalysisSpec,
         description="How canaries and shadows are judged against the primary: alerts and `infra analyze`.",
     )
+    calls: list[DNS1035Label] = Field(
+        default_factory=list,
+        description="Other models of the stack this model's code calls: each gets <MODEL>_URL in the "
+        "containers' environment, and access is opened for exactly these calls.",
+    )
 
     @model_validator(mode="after")
     def _check_versions(self) -> ModelSpecBase:
@@ -209,6 +216,8 @@ class ModelSpecBase(ConfigModel):
                     ("transformer.port", f"{port} is taken in the pod (the server uses {taken}, Istio 15000-15099)")
                 )
         problems += self._autoscaling_problems()
+        problems += duplicate_problems(self.calls, "calls[{}]", "callee")
+        problems += [(f"calls[{i}]", "a model cannot call itself") for i, n in enumerate(self.calls) if n == self.name]
         per_try = self.retries.per_try_timeout
         if per_try is not None and duration_seconds(per_try) > duration_seconds(self.timeout):
             problems.append(("retries.perTryTimeout", f"{per_try} is longer than the model's timeout ({self.timeout})"))
@@ -262,6 +271,18 @@ class ModelSpecBase(ConfigModel):
             for i, version in enumerate(self.versions)
             if version.number is None
         ]
+
+    @property
+    def inference_path(self) -> str:
+        """Where a pipeline step (or any client) POSTs one inference request."""
+        return self.INFERENCE_PATH.format(name=self.name)
+
+    @property
+    def serving_ports(self) -> tuple[int, ...]:
+        """The ports requests reach: the transformer's (or the server's) HTTP port and the server's gRPC port."""
+        http = self.transformer.port if self.transformer is not None else self.SERVER_PORTS["http"]
+        grpc = self.SERVER_PORTS.get("grpc")
+        return tuple(sorted({http} | ({grpc} if grpc is not None else set())))
 
     @property
     def live_weights(self) -> dict[str, int]:

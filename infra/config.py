@@ -21,6 +21,7 @@ from components.gpu import GpuNodes, VirtualGpu
 from components.grafana import HOST_PREFIX as GRAFANA_HOST
 from components.grafana import GrafanaConfig
 from components.hami import HamiConfig
+from components.inference_service.routing import mesh_route_name
 from components.ingress_gateway import IngressGatewayConfig
 from components.metrics_server import MetricsServerConfig
 from components.model_storage import StorageCredentials
@@ -112,7 +113,7 @@ class StackConfig(ConfigModel):
             if model.name in seen:
                 continue  # a duplicate model name, reported above
             seen.add(model.name)
-            derived = {model.name: f"models[{index}].name"}
+            derived = {model.name: f"models[{index}].name", mesh_route_name(model.name): f"models[{index}].name"}
             derived |= {
                 f"{model.name}-{v.name}": f"models[{index}].versions[{j}].name" for j, v in enumerate(model.versions)
             }
@@ -128,6 +129,7 @@ class StackConfig(ConfigModel):
                 for index, model in enumerate(self.models)
                 if model.name == GRAFANA_HOST
             ]
+        problems += self._call_problems()
         problems += self._gpu_problems()
         if not problems:
             problems += self._capacity_problems()
@@ -135,6 +137,28 @@ class StackConfig(ConfigModel):
         if problems:
             raise config_problems(problems)
         return self
+
+    def _call_problems(self) -> list[tuple[str, str]]:
+        """Callees must be models of the stack, and calls must not go round in a circle (a request
+        would then call itself until it timed out)."""
+        names = {model.name for model in self.models}
+        problems = [
+            (f"models[{i}].calls[{j}]", f"'{callee}' is not a model of this stack")
+            for i, model in enumerate(self.models)
+            for j, callee in enumerate(model.calls)
+            if callee not in names
+        ]
+        calls = {model.name: [c for c in model.calls if c in names and c != model.name] for model in self.models}
+        index = {model.name: i for i, model in enumerate(self.models)}
+        for cycle in call_cycles(calls):
+            caller, callee = cycle[-2], cycle[-1]
+            path = f"models[{index[caller]}].calls[{self.models[index[caller]].calls.index(callee)}]"
+            problems.append((path, f"calls go round in a circle: {' -> '.join(cycle)}"))
+        return problems
+
+    def call_edges(self) -> list[tuple[str, str]]:
+        """(caller, callee) for each declared call, in the order the stack lists them."""
+        return [(model.name, callee) for model in self.models for callee in model.calls]
 
     @property
     def installs_metrics_server(self) -> bool:
@@ -199,6 +223,29 @@ class StackConfig(ConfigModel):
             for index, model in enumerate(self.models)
             if isinstance(model.gpu, VirtualGpu) and not self.platform.hami.enabled
         ]
+
+
+def call_cycles(calls: Mapping[str, list[str]]) -> list[list[str]]:
+    """Each circle in a call graph once, as the path that closes it (a -> b -> a), found by a
+    depth-first search from each caller in order (iterative: a long chain must not recurse)."""
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+    for start in calls:
+        if start in done:
+            continue
+        path = [start]
+        pending = [iter(calls.get(start, []))]
+        while pending:
+            callee = next(pending[-1], None)
+            if callee is None:
+                done.add(path.pop())
+                pending.pop()
+            elif callee in path:
+                cycles.append([*path[path.index(callee) :], callee])
+            elif callee not in done:
+                path.append(callee)
+                pending.append(iter(calls.get(callee, [])))
+    return cycles
 
 
 def decode_value(raw: Any) -> Any:

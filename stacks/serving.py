@@ -7,6 +7,7 @@ from typing import Any
 import pulumi
 
 from components.inference_service import InferenceService, InferenceServiceArgs
+from components.inference_service.args import model_workload
 from components.kube import register
 from components.model_namespace import PART_OF_LABELS, ModelNamespace, ModelNamespaceArgs
 from components.model_storage import StorageAccess
@@ -40,6 +41,8 @@ def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[
         access = config.storage.access(STORAGE_SECRET)
     if secret is not None:
         dependencies.append(register(secret, pulumi.ResourceOptions(depends_on=[namespace])))
+    workloads = {model.name: model_workload(model, config.namespace) for model in config.models}
+    edges = config.call_edges()
     services = {
         model.name: InferenceService(
             model.name,
@@ -52,6 +55,8 @@ def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[
                 gpu_nodes=config.platform.gpu_nodes,
                 storage=access,
                 metrics_scraper=config.platform.prometheus.scraper if config.platform.prometheus.enabled else None,
+                callers=[workloads[caller] for caller, callee in edges if callee == model.name],
+                callees=[workloads[callee] for callee in model.calls],
             ),
             opts=pulumi.ResourceOptions(depends_on=dependencies),
         )

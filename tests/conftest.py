@@ -208,6 +208,8 @@ def full_config() -> dict[str, Any]:
             "name": "bert",
             "runtime": "torchserve",
             "transformer": {"image": "registry.example.com/tokenizer:1.2.0", "healthPath": "/healthz"},
+            # The tokenizer looks tokens up in the embedding model: a declared call.
+            "calls": ["embed"],
             "protection": {
                 "rateLimit": {"requestsPerSecond": 100},
                 "clients": {"allowCidrs": ["10.0.0.0/8"], "denyCidrs": ["10.6.6.0/24"]},

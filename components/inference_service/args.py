@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from components.access import Workload
 from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain
 from components.gpu import GpuNodes
 from components.ingress_gateway import GatewayRef
@@ -34,6 +35,15 @@ class InferenceServiceArgs(ConfigModel):
     metrics_scraper: MetricsScraper | None = Field(
         default=None, description="Prometheus: the only workload that may reach metrics ports."
     )
+    callers: list[Workload] = Field(
+        default_factory=list, description="Models and pipelines the stack declares as calling this model."
+    )
+    callees: list[Workload] = Field(default_factory=list, description="The models this model calls (`calls`).")
+
+    @property
+    def service_account(self) -> str:
+        """The model's own identity in the mesh, which callees' access policies name."""
+        return self.model.name
 
     @property
     def host(self) -> str:
@@ -51,7 +61,20 @@ class InferenceServiceArgs(ConfigModel):
 
     @property
     def service_fqdn(self) -> str:
-        return f"{self.model.name}.{self.namespace}.svc.cluster.local"
+        return service_fqdn(self.model.name, self.namespace)
+
+    def workload(self) -> Workload:
+        return model_workload(self.model, self.namespace)
+
+
+def service_fqdn(name: str, namespace: str) -> str:
+    """The in-cluster host of a model's (or pipeline's) Service."""
+    return f"{name}.{namespace}.svc.cluster.local"
+
+
+def model_workload(model: ModelSpec, namespace: str) -> Workload:
+    """A model as access rules see it: its pods, its service account and its serving ports."""
+    return Workload(name=model.name, namespace=namespace, service_account=model.name, ports=model.serving_ports)
 
 
 def version_name(args: InferenceServiceArgs, version: ModelVersion) -> str:

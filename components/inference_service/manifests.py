@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.access import Access, Workload, authorization_policy, internet_egress_policy, network_policy
+from components.access import Access, authorization_policy, internet_egress_policy, network_policy
 from components.autoscaling import horizontal_pod_autoscaler
 from components.inference_service.args import (
     InferenceServiceArgs,
@@ -13,8 +13,14 @@ from components.inference_service.args import (
     selector_labels,
     version_name,
 )
-from components.inference_service.pods import config_map, deployment, disruption_budget, pod_ports
-from components.inference_service.routing import destination_rule, model_service, version_service, virtual_service
+from components.inference_service.pods import config_map, deployment, disruption_budget, service_account
+from components.inference_service.routing import (
+    destination_rule,
+    mesh_virtual_service,
+    model_service,
+    version_service,
+    virtual_service,
+)
 from components.ingress_gateway import GATEWAY_RELEASE
 from components.model_spec import ModelVersion
 from components.model_storage import download_port, is_downloaded
@@ -34,10 +40,10 @@ def download_policy(args: InferenceServiceArgs, version: ModelVersion) -> dict[s
     )
 
 
-def protection_manifests(args: InferenceServiceArgs, ports: dict[str, int], plan: ServerPlan) -> list[dict[str, Any]]:
+def protection_manifests(args: InferenceServiceArgs, plan: ServerPlan) -> list[dict[str, Any]]:
     """Rate limit, gateway access rules, in-mesh access and network policy of the model."""
     model, protection = args.model, args.model.protection
-    serving = sorted({ports[name] for name in ("http", "grpc") if name in ports})
+    serving = model.serving_ports
     # A server with metrics on its serving port would publish them through the gateway.
     private_paths = [plan.metrics_path, f"{plan.metrics_path}/*"] if plan.metrics_port in serving else []
     objects = gateway_policies(
@@ -51,11 +57,13 @@ def protection_manifests(args: InferenceServiceArgs, ports: dict[str, int], plan
         name = f"{model.name}-rate-limit"
         objects.append(rate_limit_filter(name, args.namespace, selector_labels(args), protection.rate_limit))
     access = Access(
-        workload=Workload(model.name, args.namespace, "default", tuple(serving)),
+        workload=args.workload(),
         gateway_namespace=args.gateway.namespace,
         gateway_account=GATEWAY_RELEASE,
         metrics_ports=(plan.metrics_port,),
         scraper=args.metrics_scraper,
+        callers=args.callers,
+        callees=args.callees,
     )
     objects.append(authorization_policy(access, object_metadata(args, f"{model.name}-access")))
     objects.append(network_policy(access, object_metadata(args, model.name)))
@@ -64,9 +72,8 @@ def protection_manifests(args: InferenceServiceArgs, ports: dict[str, int], plan
 
 def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
     """Every object of the model, versions first, in a stable order."""
-    objects: list[dict[str, Any]] = []
+    objects: list[dict[str, Any]] = [service_account(args)]
     plans = [(version, args.model.plan(version, args.gpu_nodes)) for version in args.model.versions]
-    ports: dict[str, int] = {}
     for version, plan in plans:
         if plan.config_files:
             objects.append(config_map(args, version, plan))
@@ -86,7 +93,6 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
         download = download_policy(args, version)
         if download is not None:
             objects.append(download)
-        ports = pod_ports(pod)  # the same for every version of a model
-    objects += [model_service(args), destination_rule(args), virtual_service(args)]
-    objects += protection_manifests(args, ports, plans[-1][1])
+    objects += [model_service(args), destination_rule(args), virtual_service(args), mesh_virtual_service(args)]
+    objects += protection_manifests(args, plans[-1][1])
     return objects

@@ -7,6 +7,7 @@ import copy
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 from components.config_base import duration_seconds
@@ -16,6 +17,7 @@ from components.inference_service.args import (
     object_labels,
     object_metadata,
     selector_labels,
+    service_fqdn,
     version_name,
 )
 from components.model_spec import ModelVersion, ResourceList, Resources, TransformerSpec
@@ -73,6 +75,27 @@ def config_map(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPl
     }
 
 
+def url_env_name(model: str) -> str:
+    """The env var holding a callee's base URL: model `text-embedder` -> TEXT_EMBEDDER_URL."""
+    return re.sub(r"[^A-Z0-9]", "_", model.upper()) + "_URL"
+
+
+def callee_urls(args: InferenceServiceArgs) -> dict[str, str]:
+    """Each model this one calls, by the env var its code reads the base URL from."""
+    return {url_env_name(c.name): f"http://{service_fqdn(c.name, c.namespace)}" for c in args.callees}
+
+
+def service_account(args: InferenceServiceArgs) -> dict[str, Any]:
+    """The model's identity: callees' access policies name it, so it is the model's alone. Pods
+    never see its token (the platform's workloads do not call the Kubernetes API)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": object_metadata(args, args.service_account),
+        "automountServiceAccountToken": False,
+    }
+
+
 def _config_checksum(plan: ServerPlan) -> str:
     """Changes whenever the generated config does, so a config change rolls the pods."""
     payload = json.dumps(plan.config_files, sort_keys=True).encode()
@@ -93,6 +116,12 @@ def _predictor(args: InferenceServiceArgs, plan: ServerPlan, model_sub_path: str
         env = [e for e in container.get("env", []) if e["name"] not in placement.env]
         env += [{"name": name, "value": value} for name, value in placement.env.items()]
         container["env"] = sorted(env, key=lambda e: e["name"])
+    if args.callees:
+        # The model's own env vars win: a team may point a callee's URL elsewhere.
+        env = container.get("env", [])
+        taken = {e["name"] for e in env}
+        env += [{"name": n, "value": v} for n, v in callee_urls(args).items() if n not in taken]
+        container["env"] = sorted(env, key=lambda e: e["name"])
     if args.model.transformer is not None:
         for port in container["ports"]:
             if port["name"] == "http":
@@ -111,6 +140,7 @@ def _transformer(args: InferenceServiceArgs, transformer: TransformerSpec, plan:
         "PORT": str(transformer.port),
         VISIBLE_DEVICES: "none",
     }
+    env.update(callee_urls(args))
     env.update({e.name: e.value for e in transformer.env})
     probe = (
         http_probe(transformer.health_path, transformer.port, period=10, failures=3)
@@ -162,6 +192,7 @@ def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan
     if plan.run_as_user is not None:
         security["runAsUser"] = plan.run_as_user
     spec: dict[str, Any] = {
+        "serviceAccountName": args.service_account,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": security,
@@ -242,7 +273,3 @@ def disruption_budget(args: InferenceServiceArgs, version: ModelVersion) -> dict
         "metadata": object_metadata(args, version_name(args, version), version),
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(args, version)}},
     }
-
-
-def pod_ports(pod: dict[str, Any]) -> dict[str, int]:
-    return {port["name"]: port["containerPort"] for c in pod["containers"] for port in c["ports"]}

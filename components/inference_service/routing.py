@@ -113,3 +113,23 @@ def virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
             ],
         },
     }
+
+
+def mesh_virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
+    """The same weights, mirrors, timeout and retries for calls from inside the mesh (declared
+    `calls` and pipelines): without it a caller's sidecar would spread requests over every pod
+    behind the model's Service, shadows and idle versions included."""
+    return {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "VirtualService",
+        "metadata": object_metadata(args, mesh_route_name(args.model.name)),
+        "spec": {
+            "hosts": [args.service_fqdn],
+            "gateways": ["mesh"],
+            "http": [{"name": "in-mesh"} | _route_body(args)],
+        },
+    }
+
+
+def mesh_route_name(model: str) -> str:
+    return f"{model}-mesh"

@@ -44,6 +44,7 @@ DEFAULT_RESOURCES = Resources(
 
 class MLServerModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": HTTP_PORT, "grpc": GRPC_PORT, "http-metrics": METRICS_PORT}
+    INFERENCE_PATH: ClassVar[str] = "/v2/models/{name}/infer"  # Open Inference Protocol v2
 
     runtime: Literal["mlserver"]
     format: Literal["sklearn", "xgboost", "lightgbm"] = Field(
@@ -123,6 +124,6 @@ class MLServerModel(ModelSpecBase):
     def example_request(self) -> ExampleRequest:
         """An Open Inference Protocol request with one row of four features (the iris data's shape)."""
         return ExampleRequest(
-            path=f"/v2/models/{self.name}/infer",
+            path=self.inference_path,
             body={"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP64", "data": [5.1, 3.5, 1.4, 0.2]}]},
         )

@@ -60,6 +60,7 @@ class Batching(ConfigModel):
 
 class TFServingModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": REST_PORT, "grpc": GRPC_PORT}
+    INFERENCE_PATH: ClassVar[str] = "/v1/models/{name}:predict"  # TF Serving's REST predict API
 
     runtime: Literal["tfserving"]
     batching: Batching | None = Field(default=None, description="Turns server-side batching on.")
@@ -163,4 +164,4 @@ class TFServingModel(ModelSpecBase):
         )
 
     def example_request(self) -> ExampleRequest:
-        return ExampleRequest(path=f"/v1/models/{self.name}:predict", body={"instances": [[1.0, 2.0, 5.0]]})
+        return ExampleRequest(path=self.inference_path, body={"instances": [[1.0, 2.0, 5.0]]})

@@ -53,6 +53,7 @@ def properties_file(properties: dict[str, str]) -> str:
 
 class TorchServeModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": INFERENCE_PORT, "http-metrics": METRICS_PORT}
+    INFERENCE_PATH: ClassVar[str] = "/predictions/{name}"  # TorchServe's inference API
 
     runtime: Literal["torchserve"]
     mar_file: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+\.mar$")] | None = Field(
@@ -158,4 +159,4 @@ class TorchServeModel(ModelSpecBase):
         )
 
     def example_request(self) -> ExampleRequest:
-        return ExampleRequest(path=f"/predictions/{self.name}", body={"data": [1.0, 2.0, 3.0, 4.0]})
+        return ExampleRequest(path=self.inference_path, body={"data": [1.0, 2.0, 3.0, 4.0]})

@@ -98,6 +98,7 @@ class InstanceGroup(ConfigModel):
 
 class TritonModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": HTTP_PORT, "grpc": GRPC_PORT, "http-metrics": METRICS_PORT}
+    INFERENCE_PATH: ClassVar[str] = "/v2/models/{name}/infer"  # Open Inference Protocol v2
 
     runtime: Literal["triton"]
     format: Literal["onnx", "tensorrt", "pytorch"] = Field(
@@ -251,7 +252,7 @@ class TritonModel(ModelSpecBase):
 
     def example_request(self) -> ExampleRequest:
         """An Open Inference Protocol request shaped after the first input (zeros)."""
-        path = f"/v2/models/{self.name}/infer"
+        path = self.inference_path
         first = self._first_input()
         if first is None:
             return ExampleRequest(path=path, body={"inputs": []})

@@ -46,6 +46,7 @@ DEFAULT_RESOURCES = Resources(
 
 class VLLMModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": PORT}
+    INFERENCE_PATH: ClassVar[str] = "/v1/completions"  # OpenAI completions API
 
     runtime: Literal["vllm"]
     tensor_parallel_size: Annotated[int, Field(ge=1, le=16)] = Field(
@@ -148,5 +149,5 @@ class VLLMModel(ModelSpecBase):
 
     def example_request(self) -> ExampleRequest:
         return ExampleRequest(
-            path="/v1/completions", body={"model": self.name, "prompt": "The capital of France is", "max_tokens": 16}
+            path=self.inference_path, body={"model": self.name, "prompt": "The capital of France is", "max_tokens": 16}
         )

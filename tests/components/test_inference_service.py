@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 
 from components.inference_service import InferenceService, InferenceServiceArgs
-from components.inference_service.routing import virtual_service
+from components.inference_service.routing import mesh_virtual_service, virtual_service
 from components.runtimes.mlserver import MLServerModel
 from infra.render import RenderResult
 from tests.conftest import base_config
@@ -50,9 +50,11 @@ def test_children_are_typed_resources_parented_to_the_component(pulumi_mocks: Re
         + [("kubernetes:apps/v1:Deployment", f"iris-{v}") for v in ("v1", "v2", "v3")]
         + [("kubernetes:core/v1:Service", f"iris-{v}") for v in ("v1", "v2", "v3")]
         + [
+            ("kubernetes:core/v1:ServiceAccount", "iris"),
             ("kubernetes:core/v1:Service", "iris"),
             ("kubernetes:networking.istio.io/v1:DestinationRule", "iris"),
             ("kubernetes:networking.istio.io/v1:VirtualService", "iris"),
+            ("kubernetes:networking.istio.io/v1:VirtualService", "iris-mesh"),
             ("kubernetes:security.istio.io/v1:AuthorizationPolicy", "iris-access"),
             ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "iris"),
         ]
@@ -81,3 +83,19 @@ def test_routes_split_live_traffic_and_mirror_shadows() -> None:
             "perTryTimeout": "60s",
             "retryOn": "connect-failure,refused-stream,reset-before-request",
         }
+
+
+def test_calls_from_inside_the_mesh_get_the_same_split_and_mirrors() -> None:
+    """A pipeline or a calling model reaches the model's Service through its own sidecar: the
+    sidecar must split and mirror as the gateway does, or shadows would take live traffic."""
+    gateway_route = virtual_service(args())["spec"]["http"][1]
+    mesh = mesh_virtual_service(args())
+
+    assert mesh["metadata"]["name"] == "iris-mesh"
+    assert mesh["spec"]["gateways"] == ["mesh"]
+    assert mesh["spec"]["hosts"] == ["iris.service.svc.cluster.local"]
+    [route] = mesh["spec"]["http"]
+    assert "match" not in route
+    assert {k: v for k, v in route.items() if k != "name"} == {
+        k: v for k, v in gateway_route.items() if k not in ("name", "match")
+    }

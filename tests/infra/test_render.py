@@ -29,6 +29,7 @@ def test_render_writes_every_object_with_apiversion_kind_metadata_first(render_d
 
     assert {d["kind"] for d in documents} == {
         "Namespace",
+        "ServiceAccount",
         "ConfigMap",
         "Deployment",
         "Service",
@@ -116,7 +117,7 @@ def test_summary_counts_objects_per_kind_and_component(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert "Rendered stack s: 29 Kubernetes objects, 5 Helm charts" in done.stdout
+    assert "Rendered stack s: 33 Kubernetes objects, 5 Helm charts" in done.stdout
     assert re.search(r"│ Deployment\s*│ 4\s*│", done.stdout), done.stdout
     assert "inference-platform:serving:InferenceService::iris" in done.stdout
     assert re.search(r"IngressGateway::ingress\s*│\s*3\s*│\s*3\s*│", done.stdout), done.stdout

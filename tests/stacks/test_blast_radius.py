@@ -33,7 +33,14 @@ def change(render: Render, mutate: Callable[[Config], Any]) -> tuple[RenderResul
     return before, after, diff_objects(manifest_documents(before), manifest_documents(after))
 
 
-def test_changing_a_live_weight_changes_only_that_models_virtual_service(render_config: Render) -> None:
+# The model's routes from the gateway and from inside the mesh (declared calls, pipelines).
+IRIS_ROUTES = {
+    "VirtualService service/iris (networking.istio.io/v1)",
+    "VirtualService service/iris-mesh (networking.istio.io/v1)",
+}
+
+
+def test_changing_a_live_weight_changes_only_that_models_virtual_services(render_config: Render) -> None:
     def shift(config: Config) -> None:
         iris_versions(config)[0]["weight"] = 80
         iris_versions(config)[1]["weight"] = 20
@@ -42,17 +49,19 @@ def test_changing_a_live_weight_changes_only_that_models_virtual_service(render_
 
     assert not diff.added
     assert not diff.removed
-    assert set(diff.changed) == {"VirtualService service/iris (networking.istio.io/v1)"}
+    assert set(diff.changed) == IRIS_ROUTES
     paths = {c.path for c in diff.changed["VirtualService service/iris (networking.istio.io/v1)"]}
     assert paths == {f"spec.http[{r}].route[{i}].weight" for r in (0, 1) for i in (0, 1)}
+    in_mesh = {c.path for c in diff.changed["VirtualService service/iris-mesh (networking.istio.io/v1)"]}
+    assert in_mesh == {f"spec.http[0].route[{i}].weight" for i in (0, 1)}
 
 
-def test_changing_a_mirror_percent_changes_only_that_models_virtual_service(render_config: Render) -> None:
+def test_changing_a_mirror_percent_changes_only_that_models_virtual_services(render_config: Render) -> None:
     _, _, diff = change(render_config, lambda c: iris_versions(c)[2].update(mirrorPercent=20))
 
     assert not diff.added
     assert not diff.removed
-    assert set(diff.changed) == {"VirtualService service/iris (networking.istio.io/v1)"}
+    assert set(diff.changed) == IRIS_ROUTES
 
 
 NEW_VERSION_OBJECTS = {
@@ -81,10 +90,7 @@ def test_adding_a_version_adds_its_objects_and_changes_only_the_routes(
 
     assert set(diff.added) == NEW_VERSION_OBJECTS | own_objects
     assert not diff.removed
-    assert set(diff.changed) == {
-        "VirtualService service/iris (networking.istio.io/v1)",
-        "DestinationRule service/iris (networking.istio.io/v1)",
-    }
+    assert set(diff.changed) == IRIS_ROUTES | {"DestinationRule service/iris (networking.istio.io/v1)"}
 
 
 def test_retiring_a_shadow_removes_its_objects_and_changes_only_the_routes(render_config: Render) -> None:
@@ -96,10 +102,7 @@ def test_retiring_a_shadow_removes_its_objects_and_changes_only_the_routes(rende
         "Deployment service/iris-v3 (apps/v1)",
         "Service service/iris-v3 (v1)",
     }
-    assert set(diff.changed) == {
-        "VirtualService service/iris (networking.istio.io/v1)",
-        "DestinationRule service/iris (networking.istio.io/v1)",
-    }
+    assert set(diff.changed) == IRIS_ROUTES | {"DestinationRule service/iris (networking.istio.io/v1)"}
 
 
 def test_adding_a_model_leaves_every_other_object_alone(render_config: Render) -> None:
@@ -112,7 +115,12 @@ def test_adding_a_model_leaves_every_other_object_alone(render_config: Render) -
 
     assert not diff.removed
     assert not diff.changed
-    assert {label.split()[1] for label in diff.added} == {"service/fraud", "service/fraud-v1", "service/fraud-access"}
+    assert {label.split()[1] for label in diff.added} == {
+        "service/fraud",
+        "service/fraud-v1",
+        "service/fraud-access",
+        "service/fraud-mesh",
+    }
 
 
 MUTATIONS: dict[str, Callable[[Config], Any]] = {
