@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from components import custom_metrics
 from components.config_base import ConfigModel, config_problems
 
+# Kubernetes quantities go down to nano units; a finer value would be rounded up by the API server.
+_QUANTITY_SUFFIXES = (("", 0), ("m", 3), ("u", 6), ("n", 9))
 
-def _quantity(value: float) -> str:
-    """A Kubernetes quantity for a fractional value: 0.6 -> 600m, 20 -> 20."""
-    milli = round(value * 1000)
-    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+def _decimal(value: float) -> Decimal:
+    """The decimal a float was written as (0.0015, not 0.00150000000000000003...)."""
+    return Decimal(repr(value))
+
+
+def _quantity(value: Decimal) -> str:
+    """A Kubernetes quantity that is exactly `value`: 0.6 -> 600m, 20 -> 20, 0.0015 -> 1500u."""
+    for suffix, places in _QUANTITY_SUFFIXES:
+        scaled = value.scaleb(places)
+        if scaled == scaled.to_integral_value():
+            return f"{int(scaled)}{suffix}"
+    raise ValueError(f"{value} is more precise than a Kubernetes quantity (nano units)")
 
 
 class AutoscalingSpec(ConfigModel):
@@ -36,6 +49,18 @@ class AutoscalingSpec(ConfigModel):
     scale_down_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] = Field(
         default=300, description="How long load must stay low before replicas are removed."
     )
+
+    @field_validator("requests_per_second")
+    @classmethod
+    def _exact_as_a_quantity(cls, value: float | None) -> float | None:
+        exponent = None if value is None else _decimal(value).as_tuple().exponent
+        if isinstance(exponent, int) and exponent < -_QUANTITY_SUFFIXES[-1][1]:
+            raise PydanticCustomError(
+                "quantity_precision",
+                "{value} has more than nine decimal places: Kubernetes quantities stop at nano units",
+                {"value": value},
+            )
+        return value
 
     @model_validator(mode="after")
     def _range(self) -> AutoscalingSpec:
@@ -69,8 +94,14 @@ class AutoscalingSpec(ConfigModel):
                     }
                 )
         for metric, value in (
-            (custom_metrics.GPU_USAGE, None if self.gpu_utilization is None else self.gpu_utilization / 100),
-            (custom_metrics.REQUESTS_PER_SECOND, self.requests_per_second),
+            (
+                custom_metrics.GPU_USAGE,
+                None if self.gpu_utilization is None else Decimal(self.gpu_utilization).scaleb(-2),
+            ),
+            (
+                custom_metrics.REQUESTS_PER_SECOND,
+                None if self.requests_per_second is None else _decimal(self.requests_per_second),
+            ),
         ):
             if value is not None:
                 metrics.append(

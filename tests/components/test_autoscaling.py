@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kubernetes.utils import parse_quantity
 from pydantic import ValidationError
 
+from components.autoscaling import AutoscalingSpec
 from components.inference_service.args import InferenceServiceArgs
 from components.inference_service.manifests import model_manifests
 from components.runtimes.triton import TritonModel
@@ -119,8 +125,70 @@ def test_without_targets_the_default_cpu_target_is_written_out() -> None:
             "no exporter reports its use",
         ),
         ({"autoscaling": {"maxReplicas": 3, "requestsPerSecond": 0.0001}}, "greater than or equal to 0.001"),
+        (
+            {"autoscaling": {"maxReplicas": 3, "requestsPerSecond": 0.0010000000001}},
+            "more than nine decimal places: Kubernetes quantities stop at nano units",
+        ),
     ],
 )
 def test_impossible_autoscaling_is_a_config_error(settings: dict[str, Any], words: str) -> None:
     with pytest.raises(ValidationError, match=words.replace("(", r"\(").replace(")", r"\)")):
         render(**settings)
+
+
+# apimachinery's grammar: a signed decimal, then a binary or decimal SI suffix or an exponent.
+KUBERNETES_QUANTITY = re.compile(
+    r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?"
+)
+
+
+def rps_target(requests_per_second: float) -> str:
+    spec = AutoscalingSpec.model_validate({"maxReplicas": 4, "requestsPerSecond": requests_per_second})
+    (metric,) = spec.metrics()
+    assert metric["pods"]["metric"]["name"] == "requests_per_second"
+    target: str = metric["pods"]["target"]["averageValue"]
+    return target
+
+
+@pytest.mark.parametrize(
+    ("requests_per_second", "quantity"),
+    [
+        (1.001, "1001m"),
+        (2.01, "2010m"),
+        (0.0015, "1500u"),
+        (0.001, "1m"),
+        (123.456789, "123456789u"),
+        (999_999.000000001, "999999000000001n"),
+        # Values milli-units hold keep their form byte for byte.
+        (0.6, "600m"),
+        (2.5, "2500m"),
+        (20, "20"),
+        (1_000_000, "1000000"),
+    ],
+)
+def test_fractional_request_rates_keep_their_precision(requests_per_second: float, quantity: str) -> None:
+    (hpa, _) = of_kind(
+        render(autoscaling={"maxReplicas": 4, "requestsPerSecond": requests_per_second}), "HorizontalPodAutoscaler"
+    )
+    (metric,) = hpa["spec"]["metrics"]
+    target = metric["pods"]["target"]["averageValue"]
+
+    assert target == quantity
+    assert KUBERNETES_QUANTITY.fullmatch(target)
+    assert parse_quantity(target) == Decimal(str(requests_per_second))
+
+
+@settings(deadline=None)
+@given(st.decimals(min_value=Decimal("0.001"), max_value=Decimal(1_000_000), places=9))
+def test_every_rate_the_config_accepts_is_the_exact_target(written: Decimal) -> None:
+    """Up to nine decimal places (nano units), whatever the magnitude, the quantity is the value written."""
+    target = rps_target(float(written))
+    assert KUBERNETES_QUANTITY.fullmatch(target)
+    assert parse_quantity(target) == written
+
+
+@pytest.mark.parametrize(("percent", "quantity"), [(1, "10m"), (60, "600m"), (99, "990m"), (100, "1")])
+def test_gpu_targets_are_fractions_of_one_gpu(percent: int, quantity: str) -> None:
+    (metric,) = AutoscalingSpec.model_validate({"maxReplicas": 4, "gpuUtilization": percent}).metrics()
+    assert metric["pods"]["target"]["averageValue"] == quantity
+    assert parse_quantity(quantity) * 100 == percent
