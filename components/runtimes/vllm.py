@@ -68,7 +68,7 @@ class VLLMModel(ModelSpecBase):
         problems = []
         if self.gpu.mode == "none":
             problems.append(("gpu", "vLLM serves on GPUs: set gpu to exclusive, vgpu or shared"))
-        if self.gpu.mode == "shared" and self.gpu_memory_utilization is None:
+        elif self.gpu.mode == "shared" and self.gpu_memory_utilization is None:
             problems.append(
                 (
                     "gpuMemoryUtilization",
