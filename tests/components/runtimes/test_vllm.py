@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from components.gpu import GpuNodes
-from components.runtimes.vllm import VLLMModel
+from components.runtimes.vllm import CAP_RESERVE_MIB, VLLMModel
 
 VERSIONS = [{"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 100}]
 
@@ -93,3 +94,49 @@ def test_example_request_is_an_openai_completion_for_the_served_name() -> None:
     example = model().example_request()
     assert example.path == "/v1/completions"
     assert example.body["model"] == "llama"
+
+
+MIB = 2**20
+# Caps past every MiB up to 20 GiB (most do not divide evenly), then a stride up to 192 GiB.
+CAPS = [*range(4096, 20481), *range(20481, 196609, 97)]
+# One GPU's memory as nvidia-smi reports it (T4, A10, A100 40 and 80 GB, H100 NVL, H200), and every percentage.
+DEVICES_MIB = (15360, 23028, 40960, 81920, 95830, 143771)
+
+
+def derived_share(gpu: dict[str, Any], nodes: GpuNodes | None = None) -> float:
+    (arg,) = [a for a in model(gpu=gpu).server_args(nodes or GpuNodes()) if a.startswith("--gpu-memory-utilization=")]
+    return float(arg.removeprefix("--gpu-memory-utilization="))
+
+
+def left_outside_vllm(cap_mib: int, share: float) -> int:
+    """Bytes of the cap vLLM leaves alone: it takes ceil(total * share) of what CUDA reports as total."""
+    total = cap_mib * MIB
+    return total - math.ceil(total * share)
+
+
+def assert_reserve_kept(cap_mib: int, share: float) -> None:
+    assert left_outside_vllm(cap_mib, share) >= CAP_RESERVE_MIB * MIB, (cap_mib, share)
+    # ... and no more than it must: one hundredth more would eat into the reserve.
+    assert left_outside_vllm(cap_mib, round(share + 0.01, 2)) < CAP_RESERVE_MIB * MIB, (cap_mib, share)
+
+
+def test_the_derived_share_never_leaves_less_than_the_reserve_under_any_cap() -> None:
+    for cap in CAPS:
+        assert_reserve_kept(cap, derived_share({"mode": "vgpu", "memoryMib": cap}))
+    assert derived_share({"mode": "vgpu", "memoryMib": 12000}) == 0.82  # 9952 of 12000 MiB is 0.8293...
+
+
+def test_the_derived_share_of_a_percentage_cap_keeps_the_reserve_on_every_device() -> None:
+    for device in DEVICES_MIB:
+        for percent in range(1, 101):
+            cap = device * percent // 100  # HAMi's gpumem-percentage, in whole MiB
+            if cap < 2 * CAP_RESERVE_MIB:
+                continue
+            share = derived_share({"mode": "vgpu", "memoryPercent": percent}, GpuNodes(memory_mib=device))
+            assert_reserve_kept(cap, share)
+
+
+@pytest.mark.parametrize("cap", [1024, 3000, 4095])
+def test_below_twice_the_reserve_the_share_stays_at_half(cap: int) -> None:
+    """Documented: at least 0.5, so a cap under 4 GiB leaves vLLM half of it and the reserve shrinks."""
+    assert derived_share({"mode": "vgpu", "memoryMib": cap}) == 0.5
