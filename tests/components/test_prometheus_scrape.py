@@ -108,6 +108,9 @@ def running(tmp_path_factory: pytest.TempPathFactory, exporter_port: int) -> Ite
         [
             pod_target("iris-v1-abc", "Running", scrape="true", port=port, path="/stats/prometheus"),
             pod_target("iris-v1-old", "Succeeded", scrape="true", port=port, path="/stats/prometheus"),
+            # Still downloading its model (an init container): annotated, but nothing to scrape yet.
+            pod_target("iris-v1-downloading", "Pending", scrape="true", port=port, path="/stats/prometheus"),
+            pod_target("iris-v1-crashed", "Failed", scrape="true", port=port, path="/stats/prometheus"),
             pod_target("sidecarless", "Running"),
         ],
     )
@@ -145,7 +148,33 @@ def test_only_opted_in_targets_are_kept(running: RunningPrometheus) -> None:
         or t["discoveredLabels"]["__meta_kubernetes_pod_name"]
         for t in dropped
     )
-    assert dropped_names == ["iris-v1-old", "opted-out", "sidecarless", "unannotated"]
+    assert dropped_names == [
+        "iris-v1-crashed",
+        "iris-v1-downloading",
+        "iris-v1-old",
+        "opted-out",
+        "sidecarless",
+        "unannotated",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pod", "phase"),
+    [("iris-v1-downloading", "Pending"), ("iris-v1-crashed", "Failed"), ("iris-v1-old", "Succeeded")],
+)
+def test_pods_that_are_not_running_are_dropped_though_annotated(
+    running: RunningPrometheus, pod: str, phase: str
+) -> None:
+    """Only a Running pod is scraped: one still pulling its model (Pending) or gone (Failed, Succeeded) is not."""
+    active, dropped = targets(running)
+
+    (target,) = [t for t in dropped if t["discoveredLabels"].get("__meta_kubernetes_pod_name") == pod]
+    assert target["discoveredLabels"]["__meta_kubernetes_pod_phase"] == phase
+    assert target["discoveredLabels"]["__meta_kubernetes_pod_annotation_prometheus_io_scrape"] == "true"
+    assert pod not in [t["labels"].get("pod") for t in active]
+    # The running pod's series arrive; none ever names this one.
+    wait_for(running, 'up{pod="iris-v1-abc"}')
+    assert running.query(f'up{{pod="{pod}"}}') == []
 
 
 def test_annotations_rewrite_port_path_and_scheme(running: RunningPrometheus, exporter_port: int) -> None:
