@@ -6,8 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from infra.cli import main
-from infra.diff import TRUNCATION_NOTE, diff_renders, markdown_report, truncated
+from infra.diff import TRUNCATION_NOTE, RenderDiff, diff_objects, diff_renders, markdown_report, truncated
 from tests.conftest import base_config
 
 Config = dict[str, Any]
@@ -119,3 +121,41 @@ def test_a_long_report_is_cut_at_a_whole_line_for_a_comment(render_dir: RenderDi
     assert sum(line.startswith("```") for line in lines) % 2 == 0  # every code block closed
     assert sum(line.startswith("<details>") for line in lines) == lines.count("</details>")
     assert truncated(full, len(full)) == full
+
+
+def test_a_value_whose_type_changes_is_reported(render_dir: RenderDir) -> None:
+    """A mirror of 50 is written as the integer 50; 12.5 is a float: a type change, never "no changes"."""
+    text = report(render_dir, lambda c: iris(c)["versions"][2].update(mirrorPercent=12.5))
+
+    assert "No changes" not in text
+    assert "**Changed: `VirtualService service/iris (networking.istio.io/v1)`**" in text
+    assert "| `spec.http[0].mirrors[0].percentage.value` | `50` | `12.5` |" in text
+    assert "| `models.iris.mirrors.v3` | `50` | `12.5` |" in text
+
+
+def config_map(value: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m", "namespace": "service"}, "data": value}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "row"),
+    [
+        (50, 12.5, "| `data` | `50` | `12.5` |"),
+        # Equal in Python, different to Kubernetes and YAML: still a change.
+        (50, 50.0, "| `data` | `50` | `50.0` |"),
+        (1, True, "| `data` | `1` | `true` |"),
+        ("50", 50, "| `data` | `50` | `50` |"),
+        ({"value": 50}, [50], '| `data` | `{"value": 50}` | `[50]` |'),
+        (None, 0, "| `data` | `null` | `0` |"),
+    ],
+)
+def test_a_type_change_is_a_change_even_between_equal_values(before: Any, after: Any, row: str) -> None:
+    objects = diff_objects([config_map(before)], [config_map(after)])
+
+    (change,) = objects.changed["ConfigMap service/m (v1)"]
+    assert (change.path, change.before, change.after) == ("data", before, after)
+    assert (type(change.before), type(change.after)) == (type(before), type(after))
+    text = markdown_report(RenderDiff(objects, diff_objects([], []), [], {}))
+    assert "No changes" not in text
+    assert "Kubernetes objects: 0 added, 0 removed, 1 changed." in text
+    assert row in text
