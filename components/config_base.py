@@ -7,6 +7,7 @@ refuse unknown keys (a typo must not be silently ignored) and are immutable once
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -163,3 +164,27 @@ def duplicate_problems(names: list[str], path: str, what: str) -> list[tuple[str
 def drop_none(mapping: dict[str, Any]) -> dict[str, Any]:
     """A copy of a mapping without its None values, for optional fields of Kubernetes objects."""
     return {key: value for key, value in mapping.items() if value is not None}
+
+
+def find_cycles(edges: Mapping[str, list[str]]) -> list[list[str]]:
+    """Each circle in a graph (calls between models, a pipeline's nodes) once, as the path that
+    closes it (a -> b -> a), found depth-first from each start in order (iteratively: a long
+    chain must not recurse)."""
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+    for start in edges:
+        if start in done:
+            continue
+        path = [start]
+        pending = [iter(edges.get(start, []))]
+        while pending:
+            target = next(pending[-1], None)
+            if target is None:
+                done.add(path.pop())
+                pending.pop()
+            elif target in path:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in done:
+                path.append(target)
+                pending.append(iter(edges.get(target, [])))
+    return cycles

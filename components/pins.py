@@ -19,6 +19,8 @@ VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.33.0"
 
 # Downloads model files from s3://, gs://, http(s):// and hf:// before the server starts.
 STORAGE_INITIALIZER_IMAGE = "docker.io/kserve/storage-initializer:v0.20.0"
+# Runs inference pipelines: KServe's InferenceGraph router, given the graph as --graph-json.
+KSERVE_ROUTER_IMAGE = "docker.io/kserve/router:v0.20.0"
 
 
 @dataclass(frozen=True)

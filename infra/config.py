@@ -15,7 +15,14 @@ from pydantic import Field, ValidationError, model_validator
 
 from components.capacity import Plan
 from components.capacity import plan as capacity_plan
-from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain, config_problems, duplicate_problems
+from components.config_base import (
+    ConfigModel,
+    DNS1123Label,
+    DNSSubdomain,
+    config_problems,
+    duplicate_problems,
+    find_cycles,
+)
 from components.dcgm_exporter import DcgmExporterConfig
 from components.gpu import GpuNodes, VirtualGpu
 from components.grafana import HOST_PREFIX as GRAFANA_HOST
@@ -25,6 +32,7 @@ from components.inference_service.routing import mesh_route_name
 from components.ingress_gateway import IngressGatewayConfig
 from components.metrics_server import MetricsServerConfig
 from components.model_storage import StorageCredentials
+from components.pipeline.spec import PipelineSpec
 from components.prometheus import PrometheusConfig
 from components.prometheus_adapter import PrometheusAdapterConfig
 from components.runtimes import ModelSpec
@@ -92,6 +100,10 @@ class StackConfig(ConfigModel):
     domain: DNSSubdomain = Field(description="Models are served at <model>.<domain> and <domain>/models/<model>/.")
     namespace: DNS1123Label = Field(default="service", description="The namespace model workloads run in.")
     models: list[ModelSpec] = Field(default_factory=list, description="The models to serve.")
+    pipelines: list[PipelineSpec] = Field(
+        default_factory=list,
+        description="Inference graphs over the models (KServe InferenceGraph shapes), served at <pipeline>.<domain>.",
+    )
     platform: PlatformConfig = PlatformConfig()
     storage: StorageCredentials | None = Field(
         default=None, description="Credentials for downloading model files; store the values as Pulumi secrets."
@@ -100,36 +112,24 @@ class StackConfig(ConfigModel):
     @model_validator(mode="after")
     def _check_names(self) -> StackConfig:
         problems = duplicate_problems([m.name for m in self.models], "models[{}].name", "model")
-        # Objects of different models must not share a name: model 'a' with version 'b-c' and
-        # model 'a-b' with version 'c' would both own a Deployment 'a-b-c'.
+        problems += duplicate_problems([p.name for p in self.pipelines], "pipelines[{}].name", "pipeline")
+        # Objects of different models (and pipelines) must not share a name: model 'a' with
+        # version 'b-c' and model 'a-b' with version 'c' would both own a Deployment 'a-b-c'.
         owners: dict[str, tuple[str, str]] = {}
-        seen: set[str] = set()
-        for index, model in enumerate(self.models):
-            host = f"{model.name}.{self.domain}"
+        for owner, path, derived in self._object_names():
+            host = f"{owner}.{self.domain}"
             if len(host) > MAX_HOST_LENGTH:
-                problems.append(
-                    (f"models[{index}].name", f"the host '{host}' is longer than {MAX_HOST_LENGTH} characters")
-                )
-            if model.name in seen:
-                continue  # a duplicate model name, reported above
-            seen.add(model.name)
-            derived = {model.name: f"models[{index}].name", mesh_route_name(model.name): f"models[{index}].name"}
-            derived |= {
-                f"{model.name}-{v.name}": f"models[{index}].versions[{j}].name" for j, v in enumerate(model.versions)
-            }
-            for name, path in derived.items():
-                owner_model, owner_path = owners.setdefault(name, (model.name, path))
-                if owner_model != model.name:
+                problems.append((path, f"the host '{host}' is longer than {MAX_HOST_LENGTH} characters"))
+            if self.platform.grafana.enabled and self.platform.grafana.expose and owner == GRAFANA_HOST:
+                problems.append((path, f"{GRAFANA_HOST}.{self.domain} serves Grafana (platform.grafana.expose)"))
+            for name, name_path in derived.items():
+                owner_name, owner_path = owners.setdefault(name, (path, name_path))
+                if owner_name != path:
                     problems.append(
-                        (path, f"its objects would be named '{name}', like those of {owner_path}: rename one")
+                        (name_path, f"its objects would be named '{name}', like those of {owner_path}: rename one")
                     )
-        if self.platform.grafana.enabled and self.platform.grafana.expose:
-            problems += [
-                (f"models[{index}].name", f"{GRAFANA_HOST}.{self.domain} serves Grafana (platform.grafana.expose)")
-                for index, model in enumerate(self.models)
-                if model.name == GRAFANA_HOST
-            ]
         problems += self._call_problems()
+        problems += self._pipeline_problems()
         problems += self._gpu_problems()
         if not problems:
             problems += self._capacity_problems()
@@ -137,6 +137,40 @@ class StackConfig(ConfigModel):
         if problems:
             raise config_problems(problems)
         return self
+
+    def _object_names(self) -> list[tuple[str, str, dict[str, str]]]:
+        """Each model and pipeline (its name's path) with the names its objects take, and their paths."""
+        named: list[tuple[str, str, dict[str, str]]] = []
+        seen: set[str] = set()
+        for index, model in enumerate(self.models):
+            if model.name in seen:
+                continue  # a duplicate name, reported on its own
+            seen.add(model.name)
+            path = f"models[{index}].name"
+            derived = {model.name: path, mesh_route_name(model.name): path}
+            derived |= {
+                f"{model.name}-{v.name}": f"models[{index}].versions[{j}].name" for j, v in enumerate(model.versions)
+            }
+            named.append((model.name, path, derived))
+        seen.clear()
+        for index, pipeline in enumerate(self.pipelines):
+            if pipeline.name in seen:
+                continue
+            seen.add(pipeline.name)
+            path = f"pipelines[{index}].name"
+            named.append((pipeline.name, path, {pipeline.name: path}))
+        return named
+
+    def _pipeline_problems(self) -> list[tuple[str, str]]:
+        """Every model step names a model of the stack."""
+        names = {model.name for model in self.models}
+        return [
+            (f"pipelines[{i}].nodes.{node_name}.steps[{j}].model", f"'{step.model}' is not a model of this stack")
+            for i, pipeline in enumerate(self.pipelines)
+            for node_name, node in pipeline.nodes.items()
+            for j, step in enumerate(node.steps)
+            if step.model is not None and step.model not in names
+        ]
 
     def _call_problems(self) -> list[tuple[str, str]]:
         """Callees must be models of the stack, and calls must not go round in a circle (a request
@@ -150,15 +184,16 @@ class StackConfig(ConfigModel):
         ]
         calls = {model.name: [c for c in model.calls if c in names and c != model.name] for model in self.models}
         index = {model.name: i for i, model in enumerate(self.models)}
-        for cycle in call_cycles(calls):
+        for cycle in find_cycles(calls):
             caller, callee = cycle[-2], cycle[-1]
             path = f"models[{index[caller]}].calls[{self.models[index[caller]].calls.index(callee)}]"
             problems.append((path, f"calls go round in a circle: {' -> '.join(cycle)}"))
         return problems
 
     def call_edges(self) -> list[tuple[str, str]]:
-        """(caller, callee) for each declared call, in the order the stack lists them."""
-        return [(model.name, callee) for model in self.models for callee in model.calls]
+        """(caller, callee) for each declared call: models' `calls`, then each pipeline's models."""
+        edges = [(model.name, callee) for model in self.models for callee in model.calls]
+        return edges + [(pipeline.name, model) for pipeline in self.pipelines for model in pipeline.models]
 
     @property
     def installs_metrics_server(self) -> bool:
@@ -223,29 +258,6 @@ class StackConfig(ConfigModel):
             for index, model in enumerate(self.models)
             if isinstance(model.gpu, VirtualGpu) and not self.platform.hami.enabled
         ]
-
-
-def call_cycles(calls: Mapping[str, list[str]]) -> list[list[str]]:
-    """Each circle in a call graph once, as the path that closes it (a -> b -> a), found by a
-    depth-first search from each caller in order (iterative: a long chain must not recurse)."""
-    cycles: list[list[str]] = []
-    done: set[str] = set()
-    for start in calls:
-        if start in done:
-            continue
-        path = [start]
-        pending = [iter(calls.get(start, []))]
-        while pending:
-            callee = next(pending[-1], None)
-            if callee is None:
-                done.add(path.pop())
-                pending.pop()
-            elif callee in path:
-                cycles.append([*path[path.index(callee) :], callee])
-            elif callee not in done:
-                path.append(callee)
-                pending.append(iter(calls.get(callee, [])))
-    return cycles
 
 
 def decode_value(raw: Any) -> Any:

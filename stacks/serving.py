@@ -1,4 +1,5 @@
-"""The model-serving layer: the model namespace, storage credentials, one InferenceService per model."""
+"""The model-serving layer: the model namespace, storage credentials, one InferenceService per model,
+and one Pipeline per inference graph."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from typing import Any
 import pulumi
 
 from components.inference_service import InferenceService, InferenceServiceArgs
-from components.inference_service.args import model_workload
+from components.inference_service.args import model_workload, service_fqdn
 from components.kube import register
 from components.model_namespace import PART_OF_LABELS, ModelNamespace, ModelNamespaceArgs
 from components.model_storage import StorageAccess
+from components.pipeline import Pipeline, PipelineArgs, PipelineSpec
 from infra.config import StackConfig
 
 STORAGE_SECRET = "model-storage-credentials"
@@ -42,6 +44,7 @@ def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[
     if secret is not None:
         dependencies.append(register(secret, pulumi.ResourceOptions(depends_on=[namespace])))
     workloads = {model.name: model_workload(model, config.namespace) for model in config.models}
+    workloads |= {p.name: pipeline_args(config, p).workload() for p in config.pipelines}
     edges = config.call_edges()
     services = {
         model.name: InferenceService(
@@ -69,4 +72,36 @@ def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[
             for name, svc in services.items()
         },
     )
+    models = {model.name: model for model in config.models}
+    pipelines = {
+        spec.name: Pipeline(
+            spec.name,
+            pipeline_args(config, spec),
+            example_body=models[first].example_request().body if (first := spec.first_model()) else None,
+            opts=pulumi.ResourceOptions(depends_on=dependencies),
+        )
+        for spec in config.pipelines
+    }
+    if pipelines:
+        pulumi.export(
+            "pipelines",
+            {name: {"urls": p.urls, "curl": p.curl, "models": p.models} for name, p in pipelines.items()},
+        )
     return services
+
+
+def pipeline_args(config: StackConfig, spec: PipelineSpec) -> PipelineArgs:
+    """A pipeline placed beside the models it calls, with each model step's URL in the cluster."""
+    models = {model.name: model for model in config.models}
+    return PipelineArgs(
+        pipeline=spec,
+        namespace=config.namespace,
+        domain=config.domain,
+        gateway=config.platform.ingress.gateway,
+        url_scheme=config.platform.ingress.url_scheme,
+        metrics_scraper=config.platform.prometheus.scraper if config.platform.prometheus.enabled else None,
+        callees=[model_workload(models[name], config.namespace) for name in spec.models],
+        step_urls={
+            name: f"http://{service_fqdn(name, config.namespace)}{models[name].inference_path}" for name in spec.models
+        },
+    )

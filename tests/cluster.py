@@ -207,3 +207,61 @@ class Cluster:
         return self._allowed(source, "egress", destination, port, destination) and self._allowed(
             destination, "ingress", source, port, destination
         )
+
+    def mesh_admits(self, source: Pod, destination: Pod, port: int) -> bool:
+        """Whether Istio's AuthorizationPolicies let `source`'s sidecar call `destination`'s on
+        `port` (Istio's order: any matching DENY refuses; with ALLOW policies, one must match).
+
+        Only what an in-mesh call between pods carries is judged (the caller's principal and the
+        port); a policy on the destination that needs more (hosts, paths, JWTs) fails the check
+        rather than being guessed at."""
+        applicable = [
+            p
+            for p in self.of_kind("AuthorizationPolicy")
+            if p["metadata"]["namespace"] in (destination.namespace, ISTIO_ROOT_NAMESPACE)
+            and ("selector" not in p["spec"] or selects(p["spec"]["selector"], destination.labels))
+        ]
+        account = source.spec.get("serviceAccountName") or "default"
+        principal = f"cluster.local/ns/{source.namespace}/sa/{account}"
+
+        def rule_matches(rule: Mapping[str, Any]) -> bool:
+            unknown = set(rule) - {"from", "to"}
+            unknown |= {k for s in rule.get("from") or [] for k in s["source"]} - {"principals", "notPrincipals"}
+            unknown |= {k for o in rule.get("to") or [] for k in o["operation"]} - {"ports", "notPorts"}
+            assert not unknown, f"the evaluator does not judge {sorted(unknown)}"
+            sources = [s["source"] for s in rule.get("from") or []]
+            operations = [o["operation"] for o in rule.get("to") or []]
+            source_ok = not sources or any(
+                ("principals" not in s or _principal_in(principal, s["principals"]))
+                and not _principal_in(principal, s.get("notPrincipals") or [])
+                for s in sources
+            )
+            operation_ok = not operations or any(
+                ("ports" not in o or str(port) in o["ports"]) and str(port) not in (o.get("notPorts") or [])
+                for o in operations
+            )
+            return source_ok and operation_ok
+
+        by_action: dict[str, list[Mapping[str, Any]]] = {"ALLOW": [], "DENY": []}
+        for policy in applicable:
+            by_action.setdefault(policy["spec"].get("action", "ALLOW"), []).append(policy)
+        if any(rule_matches(rule) for policy in by_action["DENY"] for rule in policy["spec"].get("rules") or []):
+            return False
+        if not by_action["ALLOW"]:
+            return True
+        return any(rule_matches(rule) for policy in by_action["ALLOW"] for rule in policy["spec"].get("rules") or [])
+
+
+ISTIO_ROOT_NAMESPACE = "istio-system"
+
+
+def _principal_in(principal: str, patterns: list[str]) -> bool:
+    """Istio's principal matching: exact, or `*` as a whole, prefix or suffix wildcard."""
+    for pattern in patterns:
+        if pattern in ("*", principal):
+            return True
+        if pattern.endswith("*") and principal.startswith(pattern[:-1]):
+            return True
+        if pattern.startswith("*") and principal.endswith(pattern[1:]):
+            return True
+    return False

@@ -235,7 +235,61 @@ def full_config() -> dict[str, Any]:
             **tensors,
         },
     ]
+    config["inference-platform:pipelines"] = PIPELINES
     return config
+
+
+# Every router type, steps on models and on nodes, and a pipeline with every option.
+PIPELINES: list[dict[str, Any]] = [
+    {
+        "name": "detect-classify",
+        "nodes": {
+            "root": {
+                "routerType": "Sequence",
+                "steps": [
+                    {"name": "detect", "model": "resnet"},
+                    {"name": "classify", "model": "mnist", "data": "$response", "dependency": "Hard"},
+                ],
+            }
+        },
+        "autoscaling": {"minReplicas": 2, "maxReplicas": 6, "requestsPerSecond": 50},
+        "propagateHeaders": ["x-request-id", "x-b3-.*"],
+        "timeout": "30s",
+        "protection": {
+            "rateLimit": {"requestsPerSecond": 200},
+            "jwt": {"issuer": "https://auth.example.com", "jwksUri": "https://auth.example.com/jwks"},
+        },
+    },
+    {
+        "name": "churn-ab",
+        "nodes": {
+            "root": {
+                "routerType": "Splitter",
+                "steps": [{"model": "churn", "weight": 80}, {"model": "iris", "weight": 20}],
+            }
+        },
+    },
+    {
+        "name": "assist",
+        "nodes": {
+            "root": {
+                "routerType": "Switch",
+                "steps": [
+                    {"condition": "inputs", "node": "vision"},
+                    {"condition": "prompt", "model": "llama"},
+                ],
+            },
+            "vision": {
+                "routerType": "Ensemble",
+                "steps": [
+                    {"name": "resnet", "model": "resnet"},
+                    {"name": "mnist", "model": "mnist", "dependency": "Soft"},
+                ],
+            },
+        },
+        "replicas": 2,
+    },
+]
 
 
 # tests/policies/test_policies.py imports pulumi_policy, which lives in .venv-policy only;

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from infra.config import call_cycles, parse_stack_config, project_values
+from components.config_base import find_cycles
+from infra.config import parse_stack_config, project_values
 from infra.errors import ConfigError, Problem
 from tests.conftest import base_config
 
@@ -87,12 +88,12 @@ def test_a_model_named_like_another_models_mesh_route_is_refused() -> None:
         ({"x": ["a"], "a": ["b"], "b": ["a"]}, [["a", "b", "a"]]),
     ],
 )
-def test_call_cycles_finds_each_circle_once(calls: dict[str, list[str]], cycles: list[list[str]]) -> None:
-    assert call_cycles(calls) == cycles
+def test_find_cycles_finds_each_circle_once(calls: dict[str, list[str]], cycles: list[list[str]]) -> None:
+    assert find_cycles(calls) == cycles
 
 
 def test_a_long_chain_of_calls_does_not_recurse() -> None:
     chain = {f"m{i}": [f"m{i + 1}"] for i in range(5000)}
 
-    assert call_cycles(chain) == []
-    assert call_cycles(chain | {"m5000": ["m0"]}) == [[f"m{i}" for i in range(5001)] + ["m0"]]
+    assert find_cycles(chain) == []
+    assert find_cycles(chain | {"m5000": ["m0"]}) == [[f"m{i}" for i in range(5001)] + ["m0"]]

@@ -39,7 +39,8 @@ def test_a_weight_change_is_reported_field_by_field(render_dir: RenderDir) -> No
 
     text = report(render_dir, shift)
 
-    assert "Kubernetes objects: 0 added, 0 removed, 1 changed." in text
+    assert "Kubernetes objects: 0 added, 0 removed, 2 changed." in text
+    assert "**Changed: `VirtualService service/iris-mesh (networking.istio.io/v1)`**" in text
     assert "**Changed: `VirtualService service/iris (networking.istio.io/v1)`**" in text
     assert "| `spec.http[0].route[0].weight` | `90` | `80` |" in text
     assert "| `spec.http[1].route[1].weight` | `10` | `20` |" in text
@@ -50,7 +51,7 @@ def test_an_added_version_shows_its_objects_in_full(render_dir: RenderDir) -> No
     new = {"name": "v4", "modelUri": "pvc://models/iris/v4", "weight": 0}
     text = report(render_dir, lambda c: iris(c)["versions"].append(new))
 
-    assert "Kubernetes objects: 3 added, 0 removed, 2 changed." in text
+    assert "Kubernetes objects: 3 added, 0 removed, 3 changed." in text
     assert "<details><summary>Added: <code>Deployment service/iris-v4 (apps/v1)</code></summary>" in text
     block = text.split("Added: <code>Deployment service/iris-v4 (apps/v1)</code>")[1].split("</details>")[0]
     assert "```yaml\nkind: Deployment\n" in block.replace("apiVersion: apps/v1\n", "")

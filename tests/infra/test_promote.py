@@ -237,3 +237,24 @@ def test_rolling_back_the_config_commit_reverses_the_diff(dev: Path, tmp_path: P
     assert markdown_report(diff_renders(before, rolled_back)).endswith("No changes: both renders are identical.\n")
     for name in (MANIFESTS, CHARTS, OUTPUTS):
         assert (rolled_back / name).read_bytes() == (before / name).read_bytes()
+
+
+def test_promoting_a_model_a_pipeline_calls_touches_no_pipeline_object(dev: Path, tmp_path: Path) -> None:
+    stack = yaml.safe_load(dev.read_text())
+    stack["config"]["inference-platform:pipelines"] = [
+        {"name": "iris-flow", "nodes": {"root": {"routerType": "Sequence", "steps": [{"model": "iris"}]}}}
+    ]
+    dev.write_text(yaml.safe_dump(stack, sort_keys=False))
+    before = tmp_path / "before"
+    assert main(["render", "--stack", "dev", "--config", str(dev), "--out", str(before), "--no-charts"]) == 0
+
+    assert run(dev, "--model", "iris", "--weights", "v1=50,v2=50") == 0
+
+    after = tmp_path / "after"
+    assert main(["render", "--stack", "dev", "--config", str(dev), "--out", str(after), "--no-charts"]) == 0
+    diff = diff_renders(before, after).objects
+    assert diff.changed, "the promotion changed nothing"
+    assert not diff.added
+    assert not diff.removed
+    assert not [label for label in diff.changed if "iris-flow" in label]
+    assert {label.split()[0] for label in diff.changed} == {"VirtualService"}

@@ -154,3 +154,35 @@ def test_no_change_renames_an_object_or_touches_an_immutable_field(
     for label, changes in diff.changed.items():
         for field in changes:
             assert not field.path.startswith(immutable), f"{label}: {field.path} changed"
+
+
+AB_PIPELINE = {
+    "name": "churn-ab",
+    "nodes": {
+        "root": {"routerType": "Splitter", "steps": [{"model": "churn", "weight": 80}, {"model": "iris", "weight": 20}]}
+    },
+}
+
+
+def test_adding_a_pipeline_touches_only_the_access_rules_of_the_models_it_calls(render_config: Render) -> None:
+    before, after, diff = change(
+        render_config, lambda c: c.setdefault("inference-platform:pipelines", []).append(AB_PIPELINE)
+    )
+
+    assert not diff.removed
+    assert {label.split()[1] for label in diff.added} == {"service/churn-ab", "service/churn-ab-access"}
+    assert set(diff.changed) == {
+        f"{kind} service/{name} ({api})"
+        for model in ("churn", "iris")
+        for kind, name, api in (
+            ("NetworkPolicy", model, "networking.k8s.io/v1"),
+            ("AuthorizationPolicy", f"{model}-access", "security.istio.io/v1"),
+        )
+    }
+    for changes in diff.changed.values():
+        assert all(change.path.startswith(("spec.ingress[", "spec.rules[")) for change in changes)
+    assert "pipelines" not in before.outputs
+    assert after.outputs["pipelines"]["churn-ab"]["urls"] == [
+        "http://churn-ab.models.example.com/",
+        "http://models.example.com/pipelines/churn-ab/",
+    ]

@@ -1,0 +1,115 @@
+"""Who can reach whom between models and pipelines, computed from the rendered NetworkPolicies
+and AuthorizationPolicies (tests/cluster.py evaluates them as Kubernetes and Istio would): every
+call the stack file declares is open in both layers, and no other pair is open in either."""
+
+from __future__ import annotations
+
+import copy
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster import Cluster, Pod
+from tests.conftest import full_config, write_stack_file
+from tests.stacks.conftest import render_cluster
+
+NAMESPACE = "service"
+
+
+def declared_edges(config: dict[str, Any]) -> set[tuple[str, str]]:
+    """Read from the stack file itself: each model's `calls`, and every model a pipeline's steps name."""
+    edges = {(m["name"], callee) for m in config["inference-platform:models"] for callee in m.get("calls", [])}
+    for pipeline in config.get("inference-platform:pipelines", []):
+        for node in pipeline["nodes"].values():
+            edges |= {(pipeline["name"], step["model"]) for step in node["steps"] if "model" in step}
+    return edges
+
+
+def workloads(cluster: Cluster) -> dict[str, Pod]:
+    """One pod template per model or pipeline in the model namespace, by its `app` label."""
+    return {pod.labels["app"]: pod for pod in cluster.pods() if pod.namespace == NAMESPACE}
+
+
+def serving_port(cluster: Cluster, app: str) -> int:
+    """Where a caller's request lands: the container port behind the app's Service port 80."""
+    service = cluster.service(app, NAMESPACE)
+    assert service is not None
+    [(_, port), *_] = cluster.endpoints(service, 80)
+    return port
+
+
+def all_ports(pod: Pod) -> set[int]:
+    return set(pod.ports.values()) | {15020, 15090}
+
+
+def reachability(cluster: Cluster) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """The (caller, callee) pairs open in the network layer and in the mesh layer, on any port."""
+    pods = workloads(cluster)
+    network, mesh = set(), set()
+    for (source, src), (destination, dst) in product(pods.items(), repeat=2):
+        if source == destination:
+            continue
+        if any(cluster.network_admits(src, dst, port) for port in all_ports(dst)):
+            network.add((source, destination))
+        if any(cluster.mesh_admits(src, dst, port) for port in all_ports(dst)):
+            mesh.add((source, destination))
+    return network, mesh
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Cluster]:
+    config = full_config()
+    root = tmp_path_factory.mktemp("reachability")
+    rendered = render_cluster("full", write_stack_file(root / "Pulumi.full.yaml", config), root / "render")
+    return config, rendered.cluster
+
+
+def test_the_stack_declares_calls_and_pipelines(full: tuple[dict[str, Any], Cluster]) -> None:
+    config, cluster = full
+    edges = declared_edges(config)
+
+    assert ("bert", "embed") in edges
+    assert {caller for caller, _ in edges} >= {"detect-classify", "churn-ab", "assist"}
+    assert set(workloads(cluster)) >= {caller for caller, _ in edges} | {callee for _, callee in edges}
+
+
+def test_every_declared_call_is_open_on_the_callees_serving_port_in_both_layers(
+    full: tuple[dict[str, Any], Cluster],
+) -> None:
+    config, cluster = full
+    pods = workloads(cluster)
+
+    for caller, callee in sorted(declared_edges(config)):
+        port = serving_port(cluster, callee)
+        assert cluster.network_admits(pods[caller], pods[callee], port), f"{caller} -> {callee}: network"
+        assert cluster.mesh_admits(pods[caller], pods[callee], port), f"{caller} -> {callee}: mesh"
+
+
+def test_no_undeclared_pair_is_open_in_either_layer(full: tuple[dict[str, Any], Cluster]) -> None:
+    config, cluster = full
+
+    network, mesh = reachability(cluster)
+
+    assert network == declared_edges(config)
+    assert mesh == declared_edges(config)
+
+
+def test_the_evaluator_sees_an_undeclared_opening(tmp_path: Path, full: tuple[dict[str, Any], Cluster]) -> None:
+    """The check above can fail: a render where one NetworkPolicy lets every pod in, and one
+    AuthorizationPolicy admits every principal, shows those extra pairs."""
+    config, cluster = full
+    broken = copy.deepcopy(cluster)
+    iris_policy = next(p for p in broken.program if p["kind"] == "NetworkPolicy" and p["metadata"]["name"] == "iris")
+    iris_policy["spec"]["ingress"].append({"from": [{"podSelector": {}}]})
+    for policy in broken.program:
+        if policy["kind"] == "NetworkPolicy" and policy["metadata"]["name"] == "llama":
+            policy["spec"]["egress"] = [{"to": [{"podSelector": {}}]}]
+    churn_access = next(p for p in broken.program if p["metadata"]["name"] == "churn-access")
+    churn_access["spec"]["rules"].append({"from": [{"source": {"principals": ["*"]}}]})
+
+    network, mesh = reachability(broken)
+
+    assert ("llama", "iris") in network - declared_edges(config)
+    assert ("llama", "churn") in mesh - declared_edges(config)
