@@ -181,12 +181,13 @@ def _print_summary(
                 _spread([from_charts[c] for c in members]) if chart_objects else "-",
             )
     console.print(components)
-    models = sorted((result.outputs.get("models") or {}).items())
-    if verbose or len(models) <= LISTED_COMPONENTS:
-        for name, model in models:
-            console.print(f"[bold]{name}[/bold] {' '.join(model['urls'])}")
-    else:
-        console.print(f"{len(models)} models: their URLs are in {out_dir}/outputs.yaml (--verbose lists them)")
+    for kind in ("models", "pipelines"):
+        served = sorted((result.outputs.get(kind) or {}).items())
+        if verbose or len(served) <= LISTED_COMPONENTS:
+            for name, entry in served:
+                console.print(f"[bold]{name}[/bold] {' '.join(entry['urls'])}")
+        else:
+            console.print(f"{len(served)} {kind}: their URLs are in {out_dir}/outputs.yaml (--verbose lists them)")
 
 
 def _diff(args: argparse.Namespace) -> int:

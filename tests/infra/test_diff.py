@@ -58,6 +58,17 @@ def test_an_added_version_shows_its_objects_in_full(render_dir: RenderDir) -> No
     assert "subPath: iris/v4" in block
 
 
+def test_a_new_pipeline_shows_its_objects_the_access_it_opens_and_its_outputs(render_dir: RenderDir) -> None:
+    pipeline = {"name": "flow", "nodes": {"root": {"routerType": "Sequence", "steps": [{"model": "iris"}]}}}
+
+    text = report(render_dir, lambda c: c.update({"inference-platform:pipelines": [pipeline]}))
+
+    assert "<details><summary>Added: <code>Deployment service/flow (apps/v1)</code></summary>" in text
+    assert "**Changed: `AuthorizationPolicy service/iris-access (security.istio.io/v1)`**" in text
+    assert "**Changed: `NetworkPolicy service/iris (networking.k8s.io/v1)`**" in text
+    assert '| `pipelines` | — | `{"flow": {"curl": "curl -sS http://flow.models.example.com/' in text
+
+
 def test_a_config_file_change_is_shown_as_a_text_diff(render_dir: RenderDir) -> None:
     text = report(render_dir, lambda c: iris(c).update(parallelWorkers=4))
 
