@@ -14,8 +14,9 @@ from pydantic import TypeAdapter
 from components.access import Workload
 from components.pipeline import PipelineArgs, PipelineSpec
 from components.pipeline.manifests import pipeline_manifests, router_graph
+from components.pipeline.spec import GraphNode, GraphStep
 from components.prometheus import MetricsScraper
-from tests.components.pipeline.graph_schema import validate_graph
+from tests.components.pipeline.graph_schema import graph_spec_schema, validate_graph
 from tests.conftest import PIPELINES
 from tests.owner_schemas import validate
 
@@ -173,3 +174,22 @@ def test_the_router_may_leave_only_for_the_models_its_graph_names() -> None:
     pod = found[("Deployment", "assist")]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "assist"
     assert pod["automountServiceAccountToken"] is False
+
+
+def test_the_config_keys_are_the_crds_keys_with_the_crds_values() -> None:
+    """What a team writes is checked by the config model; it must be the CRD's own shape, so a
+    graph the model accepts is one the router reads (serviceName/nodeName are model/node here)."""
+    nodes = graph_spec_schema()["properties"]["nodes"]["additionalProperties"]
+    steps = nodes["properties"]["steps"]["items"]["properties"]
+    renamed = {"model": "serviceName", "node": "nodeName"}
+    node_fields = GraphNode.model_json_schema(by_alias=True)["properties"]
+    step_fields = GraphStep.model_json_schema(by_alias=True)["properties"]
+
+    assert set(node_fields) <= set(nodes["properties"])
+    assert sorted(node_fields["routerType"]["enum"]) == sorted(nodes["properties"]["routerType"]["enum"])
+    assert {renamed.get(key, key) for key in step_fields} <= set(steps)
+    for key, crd_key in (("dependency", "dependency"), ("data", "data"), ("weight", "weight")):
+        [ours] = [option for option in step_fields[key]["anyOf"] if option.get("type") != "null"]
+        assert ours["type"] == steps[crd_key]["type"]
+        if "enum" in steps[crd_key]:
+            assert sorted(ours["enum"]) == sorted(steps[crd_key]["enum"])
