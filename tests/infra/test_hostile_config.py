@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from infra.cli import main
@@ -253,12 +253,28 @@ def check(config: Config, out: Path) -> int:
     return code
 
 
-# 950 broken and 60 valid configs: over a thousand stack files in all.
-@settings(max_examples=950, **SETTINGS)  # type: ignore[arg-type]
-@given(broken_configs())
-def test_broken_configs_render_or_fail_cleanly(config: Config) -> None:
+# 950 broken and 60 valid configs: over a thousand stack files in all. The broken ones in two
+# halves, each with its own fixed seed, so two pytest-xdist workers take one each.
+BROKEN_EXAMPLES = 475
+
+
+def render_broken(config: Config) -> None:
     with tempfile.TemporaryDirectory(prefix="hostile-out-") as scratch:
         check(config, Path(scratch) / "out")
+
+
+@seed(1)
+@settings(max_examples=BROKEN_EXAMPLES, **SETTINGS)  # type: ignore[arg-type]
+@given(broken_configs())
+def test_broken_configs_render_or_fail_cleanly(config: Config) -> None:
+    render_broken(config)
+
+
+@seed(2)
+@settings(max_examples=BROKEN_EXAMPLES, **SETTINGS)  # type: ignore[arg-type]
+@given(broken_configs())
+def test_more_broken_configs_render_or_fail_cleanly(config: Config) -> None:
+    render_broken(config)
 
 
 VALID_EXAMPLES = 60
@@ -283,11 +299,14 @@ def valid_renders(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+# The two tests of the valid renders share a worker under pytest-xdist, so they are made once.
+@pytest.mark.xdist_group("hostile-valid-renders")
 def test_generated_valid_configs_render_and_pass_every_validator(valid_renders: Path) -> None:
     assert len(list(valid_renders.iterdir())) == VALID_EXAMPLES
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("hostile-valid-renders")
 def test_checkov_finds_nothing_in_the_generated_stacks(valid_renders: Path) -> None:
     report = scan(valid_renders)
     assert [(f["check_id"], f["resource"]) for f in report["results"]["failed_checks"]] == []

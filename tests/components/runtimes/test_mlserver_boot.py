@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,8 +22,10 @@ from sklearn.linear_model import LogisticRegression
 from components.gpu import GpuNodes
 from components.runtimes.base import ServerPlan
 from components.runtimes.mlserver import MLServerModel
+from tests.ports import free_port
 
-pytestmark = pytest.mark.slow
+# One MLServer for the module: under pytest-xdist (--dist loadgroup) its tests share a worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mlserver-boot")]
 
 STARTUP_SECONDS = 90
 SPEC = MLServerModel.model_validate(
@@ -46,13 +47,6 @@ class Server:
         """Status code of the generated probe of this kind (readinessProbe, ...)."""
         path = self.plan.container[kind]["httpGet"]["path"]
         return requests.get(f"{self.http}{path}", timeout=5).status_code
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def train_iris(model_dir: Path) -> None:
@@ -157,6 +151,10 @@ def test_the_stack_outputs_example_request_gets_a_prediction(server: Server) -> 
 
 
 def test_metrics_are_served_in_prometheus_format(server: Server) -> None:
+    # An inference of its own: the counter appears with the first request, whichever test ran first.
+    example = SPEC.example_request()
+    assert requests.post(f"{server.http}{example.path}", json=example.body, timeout=10).status_code == 200
+
     response = requests.get(f"{server.metrics}{server.plan.metrics_path}", timeout=5)
     assert response.status_code == 200
     assert "# TYPE" in response.text

@@ -20,9 +20,11 @@ import torch
 from components.gpu import GpuNodes
 from components.runtimes import torchserve
 from components.runtimes.torchserve import TorchServeModel
-from tests.components.runtimes.test_mlserver_boot import free_port, wait_until
+from tests.components.runtimes.test_mlserver_boot import wait_until
+from tests.ports import free_port
 
-pytestmark = pytest.mark.slow
+# One TorchServe for the module: under pytest-xdist (--dist loadgroup) its tests share a worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("torchserve-boot")]
 
 SPEC = TorchServeModel.model_validate(
     {
@@ -109,6 +111,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "model_store": str(store),
     }
     config = [f"{key}={replacements.get(key, value)}" for key, value in (line.split("=", 1) for line in lines)]
+    # TorchServe also serves gRPC, on 0.0.0.0:7070 and 7071 unless told otherwise: two servers at
+    # once (on two xdist workers, or two test runs on one machine) must not share those.
+    config += [
+        "grpc_inference_address=127.0.0.1",
+        f"grpc_inference_port={free_port()}",
+        "grpc_management_address=127.0.0.1",
+        f"grpc_management_port={free_port()}",
+    ]
     (config_dir / "config.properties").write_text("\n".join(config) + "\n")
 
     container = plan.container
@@ -180,6 +190,10 @@ def test_the_stack_outputs_example_request_gets_a_prediction(server: Server) -> 
 
 
 def test_metrics_are_served_in_prometheus_format(server: Server) -> None:
+    # An inference of its own, so the counter has counted, whichever test ran first.
+    example = SPEC.example_request()
+    assert requests.post(f"{server.inference}{example.path}", json=example.body, timeout=30).status_code == 200
+
     response = requests.get(f"{server.metrics}{torchserve.METRICS_PATH}", timeout=5)
 
     assert response.status_code == 200
