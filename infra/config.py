@@ -139,24 +139,25 @@ class StackConfig(ConfigModel):
         return self
 
     def _object_names(self) -> list[tuple[str, str, dict[str, str]]]:
-        """Each model and pipeline (its name's path) with the names its objects take, and their paths."""
+        """Each model and pipeline (its name's path) with the names its objects take, and their paths.
+        A repeated name is left out: it is reported as a duplicate."""
         named: list[tuple[str, str, dict[str, str]]] = []
-        seen: set[str] = set()
+        models: set[str] = set()
         for index, model in enumerate(self.models):
-            if model.name in seen:
-                continue  # a duplicate name, reported on its own
-            seen.add(model.name)
+            if model.name in models:
+                continue
+            models.add(model.name)
             path = f"models[{index}].name"
             derived = {model.name: path, mesh_route_name(model.name): path}
             derived |= {
                 f"{model.name}-{v.name}": f"models[{index}].versions[{j}].name" for j, v in enumerate(model.versions)
             }
             named.append((model.name, path, derived))
-        seen.clear()
+        pipelines: set[str] = set()
         for index, pipeline in enumerate(self.pipelines):
-            if pipeline.name in seen:
+            if pipeline.name in pipelines:
                 continue
-            seen.add(pipeline.name)
+            pipelines.add(pipeline.name)
             path = f"pipelines[{index}].name"
             named.append((pipeline.name, path, {pipeline.name: path}))
         return named
