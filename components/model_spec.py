@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Annotated, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -143,6 +143,12 @@ class RetryPolicy(ConfigModel):
     retry_on: Annotated[str, Field(pattern=r"^[a-z0-9-]+(,[a-z0-9-]+)*$")] = (
         "connect-failure,refused-stream,reset-before-request"
     )
+
+    def to_istio(self, timeout: str) -> dict[str, Any]:
+        """An Istio route's `retries` under a route `timeout` (the cut-off of one attempt by default)."""
+        if not self.attempts:
+            return {"attempts": 0}
+        return {"attempts": self.attempts, "perTryTimeout": self.per_try_timeout or timeout, "retryOn": self.retry_on}
 
 
 def nanoseconds(duration: str) -> int:

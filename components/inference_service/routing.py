@@ -77,23 +77,23 @@ def _route_body(args: InferenceServiceArgs) -> dict[str, Any]:
             for name, percent in model.mirrors.items()
         ]
     body["timeout"] = model.timeout
-    retries = model.retries
-    per_try = retries.per_try_timeout or model.timeout
-    body["retries"] = (
-        {"attempts": retries.attempts, "perTryTimeout": per_try, "retryOn": retries.retry_on}
-        if retries.attempts
-        else {"attempts": 0}
-    )
+    body["retries"] = model.retries.to_istio(model.timeout)
     return body
 
 
-def virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
-    """Weighted routes to live versions and mirrors to shadows, on two entry points.
+def entry_routes(host: str, path_prefix: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gateway's two ways in: `host` at the root, and `path_prefix` on the shared host
+    (rewritten to `/`). Istio merges every VirtualService of the shared host on the gateway, so the
+    by-host route must match on the authority or it would swallow other paths."""
+    return [
+        {"name": "by-path", "match": [{"uri": {"prefix": path_prefix}}], "rewrite": {"uri": "/"}} | body,
+        {"name": "by-host", "match": [{"authority": {"prefix": host}}]} | body,
+    ]
 
-    `<model>.<domain>` serves the model at the root. `<domain>/models/<model>/` is the gateway's
-    shared host; every model's VirtualService lists it, and Istio merges those on the gateway,
-    so the by-host route must match on the authority or it would swallow other models' paths.
-    """
+
+def virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
+    """Weighted routes to live versions and mirrors to shadows, at `<model>.<domain>` and at
+    `<domain>/models/<model>/` (see entry_routes)."""
     body = _route_body(args)
     return {
         "apiVersion": "networking.istio.io/v1",
@@ -102,15 +102,7 @@ def virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
         "spec": {
             "hosts": [args.host, args.shared_host],
             "gateways": [args.gateway.qualified_name],
-            "http": [
-                {
-                    "name": "by-path",
-                    "match": [{"uri": {"prefix": args.path_prefix}}],
-                    "rewrite": {"uri": "/"},
-                }
-                | body,
-                {"name": "by-host", "match": [{"authority": {"prefix": args.host}}]} | body,
-            ],
+            "http": entry_routes(args.host, args.path_prefix, body),
         },
     }
 

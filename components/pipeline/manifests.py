@@ -15,6 +15,7 @@ from components.autoscaling import horizontal_pod_autoscaler
 from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain, drop_none, duration_seconds
 from components.inference_service.args import PART_OF, service_fqdn
 from components.inference_service.pods import CONTAINER_SECURITY
+from components.inference_service.routing import entry_routes
 from components.ingress_gateway import GATEWAY_RELEASE, GatewayRef
 from components.pipeline.spec import ROUTER_RESOURCES, PipelineSpec
 from components.prometheus import MetricsScraper
@@ -210,20 +211,10 @@ def destination_rule(args: PipelineArgs) -> dict[str, Any]:
 
 def virtual_service(args: PipelineArgs) -> dict[str, Any]:
     """`<pipeline>.<domain>` at the root and `<domain>/pipelines/<pipeline>/`, as models are served."""
-    pipeline = args.pipeline
-    retries = pipeline.retries
     body: dict[str, Any] = {
         "route": [{"destination": {"host": args.service_fqdn, "port": {"number": SERVICE_PORT}}}],
-        "timeout": pipeline.timeout,
-        "retries": (
-            {
-                "attempts": retries.attempts,
-                "perTryTimeout": retries.per_try_timeout or pipeline.timeout,
-                "retryOn": retries.retry_on,
-            }
-            if retries.attempts
-            else {"attempts": 0}
-        ),
+        "timeout": args.pipeline.timeout,
+        "retries": args.pipeline.retries.to_istio(args.pipeline.timeout),
     }
     return {
         "apiVersion": "networking.istio.io/v1",
@@ -232,10 +223,7 @@ def virtual_service(args: PipelineArgs) -> dict[str, Any]:
         "spec": {
             "hosts": [args.host, args.domain],
             "gateways": [args.gateway.qualified_name],
-            "http": [
-                {"name": "by-path", "match": [{"uri": {"prefix": args.path_prefix}}], "rewrite": {"uri": "/"}} | body,
-                {"name": "by-host", "match": [{"authority": {"prefix": args.host}}]} | body,
-            ],
+            "http": entry_routes(args.host, args.path_prefix, body),
         },
     }
 
