@@ -68,12 +68,13 @@ typecheck: $(BIN)/.installed
 TOOL_VENVS := .venv-vllm/.installed .venv-envoy/.installed .venv-checkov/.installed .venv-policy/.installed
 
 # Tests run in random order (pytest-randomly prints the seed: rerun one with -p randomly
-# --randomly-seed=N, or a fixed order with -p no:randomly) and in parallel on every core (pytest-xdist);
-# a module that starts a server keeps its tests on one worker (--dist loadgroup, xdist_group marks).
+# --randomly-seed=N, or a fixed order with -p no:randomly) and in parallel on every core
+# (pytest-xdist; PYTEST_WORKERS=0 runs them in one process). --dist loadfile keeps each module on
+# one worker, so a module's server (MLServer, TorchServe, Prometheus) starts once.
 PYTEST_WORKERS ?= auto
 
 unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 schema: $(BIN)/.installed
 	$(BIN)/python -m infra schema > infra/stack-config.schema.json

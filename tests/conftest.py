@@ -296,17 +296,3 @@ PIPELINES: list[dict[str, Any]] = [
 # tests/policies/test_pack.py runs it there.
 collect_ignore = ["policies/test_policies.py"]
 
-
-# Parametrized session fixtures that are costly to build: a stack rendered with its charts
-# (tests/stacks/conftest.py), a stack's objects. pytest keeps one parameter of each at a time.
-COSTLY_SESSION_FIXTURES = ("rendered", "stack_manifests")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`), the tests of one stack's costly render share a
-    worker, which builds that render once, instead of every worker building every stack."""
-    for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        costly = [name for name in COSTLY_SESSION_FIXTURES if name in params]
-        if costly and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(f"{costly[0]}-{params[costly[0]]}"))

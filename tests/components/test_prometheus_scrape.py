@@ -22,8 +22,7 @@ from tests.components.prometheus_harness import (
     write_targets,
 )
 
-# One Prometheus for the module: under pytest-xdist (--dist loadgroup) its tests share a worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("prometheus-scrape")]
+pytestmark = pytest.mark.slow
 
 GPU_SERIES = 'DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="service",pod="resnet-v1-7d9f",container="predictor"} 60\n'
 APP_SERIES = 'model_infer_request_success{model="iris"} 7\n'

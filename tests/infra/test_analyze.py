@@ -24,8 +24,7 @@ from tests.components.prometheus_harness import PROMTOOL, RunningPrometheus, pro
 from tests.conftest import base_config, write_stack_file
 from tests.ports import free_port
 
-# One backfilled Prometheus for the module: under pytest-xdist (--dist loadgroup) its tests share a worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("analyze-prometheus")]
+pytestmark = pytest.mark.slow
 
 STEP = 15  # seconds between samples, as the platform scrapes
 MINUTES = 40

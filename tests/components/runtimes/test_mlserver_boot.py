@@ -24,8 +24,7 @@ from components.runtimes.base import ServerPlan
 from components.runtimes.mlserver import MLServerModel
 from tests.ports import free_port
 
-# One MLServer for the module: under pytest-xdist (--dist loadgroup) its tests share a worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mlserver-boot")]
+pytestmark = pytest.mark.slow
 
 STARTUP_SECONDS = 90
 SPEC = MLServerModel.model_validate(

@@ -23,8 +23,7 @@ from components.runtimes.torchserve import TorchServeModel
 from tests.components.runtimes.test_mlserver_boot import wait_until
 from tests.ports import free_port
 
-# One TorchServe for the module: under pytest-xdist (--dist loadgroup) its tests share a worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("torchserve-boot")]
+pytestmark = pytest.mark.slow
 
 SPEC = TorchServeModel.model_validate(
     {
