@@ -295,4 +295,3 @@ PIPELINES: list[dict[str, Any]] = [
 # tests/policies/test_policies.py imports pulumi_policy, which lives in .venv-policy only;
 # tests/policies/test_pack.py runs it there.
 collect_ignore = ["policies/test_policies.py"]
-
