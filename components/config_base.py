@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -41,7 +42,7 @@ _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Kubernetes resource.Quantity: a signed decimal with an optional binary or decimal suffix.
-_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 # The name part of a label key, and a label value.
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # Durations as Istio and Kubernetes write them: 1h, 30s, 250ms, 1m30s.
@@ -118,6 +119,17 @@ MAX_DURATION_SECONDS = 24 * 3600
 
 def duration_seconds(value: str) -> float:
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(value))
+
+
+_UNIT_NANOSECONDS = {"h": 3600 * 10**9, "m": 60 * 10**9, "s": 10**9, "ms": 10**6, "us": 10**3, "µs": 10**3, "ns": 1}
+
+
+def duration_nanoseconds(value: str) -> Fraction:
+    """A duration exactly, in nanoseconds: for comparing two durations (float seconds are not
+    exact: 102ms comes out as 0.10200000000000001 s, longer than 0.102s)."""
+    return sum(
+        (Fraction(number) * _UNIT_NANOSECONDS[unit] for number, unit in _DURATION_PART.findall(value)), Fraction(0)
+    )
 
 
 def check_duration(value: str) -> str:

@@ -22,7 +22,7 @@ from components.config_base import (
     Quantity,
     config_problems,
     duplicate_problems,
-    duration_seconds,
+    duration_nanoseconds,
 )
 from components.gpu import GpuNodes, GpuSpec, NoGpu
 from components.model_storage import ModelUri
@@ -151,12 +151,6 @@ class RetryPolicy(ConfigModel):
         return {"attempts": self.attempts, "perTryTimeout": self.per_try_timeout or timeout, "retryOn": self.retry_on}
 
 
-def nanoseconds(duration: str) -> int:
-    """A duration in whole nanoseconds, the resolution of Istio's durations. Its float seconds
-    are not exact: 102ms comes out as 0.10200000000000001 s, longer than 0.102s."""
-    return round(duration_seconds(duration) * 1e9)
-
-
 # Istio's sidecar listens on these; a container must not.
 ISTIO_PORTS = range(15000, 15100)
 
@@ -231,7 +225,7 @@ class ModelSpecBase(ConfigModel):
         problems += duplicate_problems(self.calls, "calls[{}]", "callee")
         problems += [(f"calls[{i}]", "a model cannot call itself") for i, n in enumerate(self.calls) if n == self.name]
         per_try = self.retries.per_try_timeout
-        if per_try is not None and nanoseconds(per_try) > nanoseconds(self.timeout):
+        if per_try is not None and duration_nanoseconds(per_try) > duration_nanoseconds(self.timeout):
             problems.append(("retries.perTryTimeout", f"{per_try} is longer than the model's timeout ({self.timeout})"))
         live = [v for v in self.versions if v.is_live]
         if not live:

@@ -20,6 +20,7 @@ from components.config_base import (
     DNS1035Label,
     Duration,
     config_problems,
+    duration_nanoseconds,
     duration_seconds,
     find_cycles,
 )
@@ -150,7 +151,7 @@ class PipelineSpec(ConfigModel):
         if duration_seconds(self.timeout) > ROUTER_WRITE_TIMEOUT_SECONDS:
             problems.append(("timeout", f"{self.timeout} is longer than the router's own limit of 60s"))
         per_try = self.retries.per_try_timeout
-        if per_try is not None and duration_seconds(per_try) > duration_seconds(self.timeout):
+        if per_try is not None and duration_nanoseconds(per_try) > duration_nanoseconds(self.timeout):
             problems.append(
                 ("retries.perTryTimeout", f"{per_try} is longer than the pipeline's timeout ({self.timeout})")
             )

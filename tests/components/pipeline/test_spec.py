@@ -188,3 +188,15 @@ def test_every_problem_is_reported_at_once() -> None:
         "pipelines[0].nodes.split.steps",
         "pipelines[0].nodes.root.steps[1].node",
     }
+
+
+@pytest.mark.parametrize(("per_try", "valid"), [("30s", True), ("30000ms", True), ("30001ms", False), ("0.5m", True)])
+def test_a_per_try_timeout_may_equal_the_timeout_in_any_unit(per_try: str, valid: bool) -> None:
+    flow = pipeline({"root": sequence(step())}, timeout="30s", retries={"perTryTimeout": per_try})
+
+    if valid:
+        assert parse(flow).pipelines[0].retries.per_try_timeout == per_try
+    else:
+        assert problems(flow) == [
+            Problem("pipelines[0].retries.perTryTimeout", f"{per_try} is longer than the pipeline's timeout (30s)")
+        ]
