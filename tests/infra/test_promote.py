@@ -166,6 +166,10 @@ REFUSALS = [
         "promote: --weights: write <version>=<number>, not 'v1:100'; nothing was written\n",
     ),
     (
+        ["--model", "iris", "--weights", "v1=5=0"],
+        "promote: --weights: '5=0' is not a number (in 'v1=5=0'); nothing was written\n",
+    ),
+    (
         ["--model", "iris", "--weights", "v1=most"],
         "promote: --weights: 'most' is not a number (in 'v1=most'); nothing was written\n",
     ),
@@ -212,6 +216,10 @@ BROKEN_FILES = {
     "not-a-mapping": ("- a\n- list\n", "the stack file is not a mapping"),
     "no-models": ("config:\n  inference-platform:domain: models.example.com\n", "no inference-platform:models list"),
     "models-not-a-list": ("config:\n  inference-platform:models: iris\n", "no inference-platform:models list"),
+    "no-models-at-all": (
+        "config:\n  inference-platform:models: []\n",
+        "no model named 'iris' in the stack (models: none)",
+    ),
     "versions-not-a-list": (
         "config:\n  inference-platform:models:\n    - name: iris\n      versions: v1\n",
         "model 'iris' has no versions list",
