@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, MutableMapping, MutableSequence
 from dataclasses import dataclass, field
@@ -120,13 +121,29 @@ def apply(document: MutableMapping[str, Any], promotion: Promotion) -> None:
         versions.remove(_version(versions, name, promotion.model))
 
 
+def _mapping_indent(text: str) -> int:
+    """How far the file indents a mapping inside a mapping (2 when it never does)."""
+    parent: tuple[int, str] | None = None
+    for line in text.splitlines():
+        content = line.strip()
+        if not content or content.startswith("#"):
+            continue
+        depth = len(line) - len(line.lstrip(" "))
+        if parent is not None and depth > parent[0] and not content.startswith("-"):
+            return depth - parent[0]
+        is_key = content.endswith(":") and not content.startswith("-")
+        parent = (depth, content) if is_key else None
+    return 2
+
+
 def _round_trip(text: str) -> tuple[YAML, Any]:
     yaml = YAML()
     yaml.preserve_quotes = True
-    yaml.width = 4096  # never re-wrap long lines
+    yaml.width = sys.maxsize  # never re-wrap long lines
     try:
-        _, indent, block_sequence_indent = load_yaml_guess_indent(text)
-        yaml.indent(mapping=block_sequence_indent or 2, sequence=indent or 2, offset=block_sequence_indent or 0)
+        # ruamel guesses how sequences are indented; a mapping's indent it leaves to us.
+        _, sequence_indent, dash_offset = load_yaml_guess_indent(text)
+        yaml.indent(mapping=_mapping_indent(text), sequence=sequence_indent or 2, offset=dash_offset or 0)
         document = yaml.load(text)
     except YAMLError as error:
         raise PromotionError(f"the stack file is not valid YAML: {error}") from None

@@ -191,6 +191,10 @@ REFUSALS = [
         ["--model", "iris", "--retire", "v9"],
         "promote: model 'iris' has no version 'v9' (versions: v1, v2, v3); nothing was written\n",
     ),
+    (
+        ["--model", "iris", "--mirror", "v9=5"],
+        "promote: model 'iris' has no version 'v9' (versions: v1, v2, v3); nothing was written\n",
+    ),
 ]
 
 
@@ -213,21 +217,33 @@ def test_a_missing_stack_file_is_refused(tmp_path: Path, capsys: pytest.CaptureF
 
 
 BROKEN_FILES = {
-    "not-a-mapping": ("- a\n- list\n", "the stack file is not a mapping"),
-    "no-models": ("config:\n  inference-platform:domain: models.example.com\n", "no inference-platform:models list"),
-    "models-not-a-list": ("config:\n  inference-platform:models: iris\n", "no inference-platform:models list"),
+    "not-a-mapping": ("- a\n- list\n", "promote: the stack file is not a mapping;"),
+    "no-models": (
+        "config:\n  inference-platform:domain: models.example.com\n",
+        "promote: the stack file has no inference-platform:models list;",
+    ),
+    "models-not-a-list": (
+        "config:\n  inference-platform:models: iris\n",
+        "promote: the stack file has no inference-platform:models list;",
+    ),
     "no-models-at-all": (
         "config:\n  inference-platform:models: []\n",
-        "no model named 'iris' in the stack (models: none)",
+        "promote: no model named 'iris' in the stack (models: none)",
     ),
     "versions-not-a-list": (
         "config:\n  inference-platform:models:\n    - name: iris\n      versions: v1\n",
-        "model 'iris' has no versions list",
+        "promote: model 'iris' has no versions list",
     ),
-    "not-yaml": ("config: [unclosed\n", "not valid YAML"),
-    "nested-flow": ("config: {x: " + "[" * 5000 + "]" * 5000 + "}\n", "nests values too deeply"),
-    "nested-block": ("config:\n  x:\n" + "".join("    " + "  " * d + "- \n" for d in range(60)), "levels deep"),
-    "huge": ("config:\n  x:y: " + "a" * (2 * 1024 * 1024) + "\n", "a stack file may be at most"),
+    "not-yaml": ("config: [unclosed\n", "promote: the stack file is not valid YAML: while parsing a flow sequence"),
+    "nested-flow": (
+        "config: {x: " + "[" * 5000 + "]" * 5000 + "}\n",
+        "promote: the stack file nests values too deeply to edit;",
+    ),
+    "nested-block": (
+        "config:\n  x:\n" + "".join("    " + "  " * d + "- \n" for d in range(60)),
+        "promote: the stack file nests values more than 32 levels deep; refusing to read it;",
+    ),
+    "huge": ("config:\n  x:y: " + "a" * (2 * 1024 * 1024) + "\n", "invalid stack config (1 problem):"),
 }
 
 
@@ -242,7 +258,7 @@ def test_broken_and_hostile_stack_files_are_refused_untouched(
     assert run(path, "--model", "iris", "--weights", "v1=100") == 2
 
     err = capsys.readouterr().err
-    assert words in err
+    assert err.startswith(words)
     assert "Traceback" not in err
     assert path.read_text() == text
 
@@ -314,3 +330,39 @@ def test_promoting_a_model_a_pipeline_calls_touches_no_pipeline_object(dev: Path
     assert not diff.removed
     assert not [label for label in diff.changed if "iris-flow" in label]
     assert {label.split()[0] for label in diff.changed} == {"VirtualService"}
+
+
+def test_a_fractional_mirror_share_is_written_as_it_was_given(dev: Path) -> None:
+    assert run(dev, "--model", "iris", "--mirror", "v3=12.5") == 0
+    assert versions(dev, "iris")[2]["mirrorPercent"] == 12.5
+
+    assert run(dev, "--model", "iris", "--mirror", "v3=20.0") == 0
+    assert versions(dev, "iris")[2]["mirrorPercent"] == 20
+    assert "mirrorPercent: 20\n" in dev.read_text()
+
+
+def test_a_file_indented_by_four_keeps_its_indentation(dev: Path) -> None:
+    config = yaml.safe_load(dev.read_text())
+    dev.write_text(yaml.safe_dump(config, indent=4, sort_keys=False))
+    before = dev.read_text()
+
+    assert run(dev, "--model", "iris", "--weights", "v1=50,v2=50") == 0
+
+    assert changed_lines(before, dev.read_text()) == [
+        "-            weight: 90",
+        "+            weight: 50",
+        "-            weight: 10",
+        "+            weight: 50",
+    ]
+
+
+def test_long_lines_are_never_rewrapped(dev: Path) -> None:
+    config = yaml.safe_load(dev.read_text())
+    long_value = " ".join(["word"] * 2000)  # 9999 characters with spaces to wrap at
+    config["config"]["inference-platform:models"][0]["env"] = [{"name": "NOTE", "value": long_value}]
+    dev.write_text(yaml.dump(config, width=1_000_000, sort_keys=False))
+    before = dev.read_text()
+
+    assert run(dev, "--model", "iris", "--weights", "v1=50,v2=50") == 0
+
+    assert len(changed_lines(before, dev.read_text())) == 4
