@@ -185,3 +185,33 @@ def test_requests_per_second_follow_the_last_minute(tmp_path: Path) -> None:
             }
         ],
     )
+
+
+# prometheus-adapter's DiscoveryRule (pkg/config/config.go): the keys it reads; any other is ignored.
+DISCOVERY_RULE_KEYS = {"seriesQuery", "seriesFilters", "resources", "name", "metricsQuery"}
+
+
+@pytest.mark.parametrize("gpu_source", ["dcgm", "hami"])
+def test_each_rule_discovers_its_series_with_keys_the_adapter_reads(
+    tmp_path: Path, gpu_source: Literal["dcgm", "hami"]
+) -> None:
+    """The adapter lists series by seriesQuery before it can serve a metric: each rule's must find
+    the series its metricsQuery reads, on a pod in a namespace (what it maps to Kubernetes objects)."""
+    found = rules(gpu_source)
+    source = custom_metrics.DCGM_GPU_UTIL if gpu_source == "dcgm" else custom_metrics.HAMI_GPU_UTIL
+    series = {
+        custom_metrics.GPU_USAGE: f'{source}{{namespace="service",pod="iris-v1-abc"}}',
+        custom_metrics.REQUESTS_PER_SECOND: 'istio_requests_total{namespace="service",pod="iris-v1-abc"}',
+    }
+    for name, rule in found.items():
+        assert set(rule) <= DISCOVERY_RULE_KEYS
+        assert {"seriesQuery", "name", "metricsQuery", "resources"} <= set(rule)
+        promtool_test(
+            tmp_path,
+            [
+                {"series": series[name], "values": "1+0x20"},
+                # Without a pod (a node-level series) the adapter could not name an object.
+                {"series": series[name].replace(',pod="iris-v1-abc"', ""), "values": "1+0x20"},
+            ],
+            [{"expr": rule["seriesQuery"], "exp_samples": [{"labels": series[name], "value": 1}]}],
+        )
