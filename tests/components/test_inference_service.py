@@ -6,7 +6,9 @@ from typing import Any
 
 import pulumi
 
+from components.gpu import GpuNodes
 from components.inference_service import InferenceService, InferenceServiceArgs
+from components.inference_service.pods import deployment
 from components.inference_service.routing import mesh_virtual_service, virtual_service
 from components.runtimes.mlserver import MLServerModel
 from infra.render import RenderResult
@@ -99,3 +101,59 @@ def test_calls_from_inside_the_mesh_get_the_same_split_and_mirrors() -> None:
     assert {k: v for k, v in route.items() if k != "name"} == {
         k: v for k, v in gateway_route.items() if k not in ("name", "match")
     }
+
+
+def transformer_pod(transformer: dict[str, Any]) -> dict[str, Any]:
+    config = base_config()["inference-platform:models"][0] | {"transformer": transformer}
+    model = MLServerModel.model_validate(config)
+    spec: dict[str, Any] = deployment(
+        InferenceServiceArgs(model=model, namespace="service", domain="models.example.com"),
+        model.versions[0],
+        model.plan(model.versions[0], GpuNodes()),
+    )["spec"]["template"]["spec"]
+    return spec
+
+
+def test_a_transformer_takes_requests_and_calls_the_server_on_localhost() -> None:
+    pod = transformer_pod(
+        {
+            "image": "registry.example.com/pre:1.0.0",
+            "port": 9090,
+            "args": ["--workers", "2"],
+            "env": [{"name": "MODEL_NAME", "value": "renamed"}],
+            "healthPath": "/healthz",
+            "runAsUser": 1001,
+        }
+    )
+
+    transformer, server = pod["containers"]
+    assert transformer["name"] == "transformer"
+    assert transformer["args"] == ["--workers", "2"]
+    assert "command" not in transformer
+    assert {e["name"]: e["value"] for e in transformer["env"]} == {
+        "MODEL_NAME": "renamed",  # the team's own value wins
+        "NVIDIA_VISIBLE_DEVICES": "none",
+        "PORT": "9090",
+        "PREDICTOR_HOST": "localhost:8080",
+    }
+    assert transformer["ports"] == [{"name": "http", "containerPort": 9090, "protocol": "TCP"}]
+    assert transformer["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 9090}
+    assert transformer["startupProbe"]["failureThreshold"] == 60
+    assert transformer["livenessProbe"]["tcpSocket"] == {"port": 9090}
+    assert transformer["securityContext"]["runAsUser"] == 1001
+    assert transformer["resources"] == {
+        "requests": {"cpu": "100m", "memory": "256Mi"},
+        "limits": {"cpu": "1", "memory": "1Gi"},
+    }
+    # The server's own HTTP port steps aside for the transformer's.
+    assert {p["name"] for p in server["ports"]} >= {"http-predictor"}
+    assert "http" not in {p["name"] for p in server["ports"]}
+
+
+def test_a_transformer_without_a_health_path_is_checked_on_its_port() -> None:
+    [transformer, _] = transformer_pod({"image": "registry.example.com/pre:1.0.0", "command": ["serve"]})["containers"]
+
+    assert transformer["command"] == ["serve"]
+    assert "args" not in transformer
+    assert transformer["readinessProbe"]["tcpSocket"] == {"port": 9080}
+    assert "runAsUser" not in transformer["securityContext"]

@@ -195,6 +195,10 @@ REFUSALS = [
         "promote: model 'iris' has no version 'v9' (versions: v1, v2, v3); nothing was written\n",
     ),
     (
+        ["--model", "iris", "--weights", ","],
+        "promote: --weights: name at least one version; nothing was written\n",
+    ),
+    (
         ["--model", "iris", "--mirror", "v9=5"],
         "promote: model 'iris' has no version 'v9' (versions: v1, v2, v3); nothing was written\n",
     ),
