@@ -12,6 +12,7 @@ import yaml
 
 from infra.cli import main
 from infra.diff import FieldChange, ObjectDiff, RenderDiff, diff_renders, markdown_report
+from infra.promote import _mapping_indent
 from infra.render import run_program
 from infra.render_files import CHARTS, MANIFESTS, OUTPUTS, render_texts, write_render
 from infra.stack_file import read_stack_file
@@ -373,3 +374,21 @@ def test_long_lines_are_never_rewrapped(dev: Path) -> None:
     assert run(dev, "--model", "iris", "--weights", "v1=50,v2=50") == 0
 
     assert len(changed_lines(before, dev.read_text())) == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "indent"),
+    [
+        ("config:\n  inference-platform:domain: x\n", 2),
+        ("config:\n    inference-platform:domain: x\n", 4),
+        ("config:\n# a comment first\n\n    key: x\n", 4),
+        ("a:\nb:\n  c: 1\n", 2),
+        ("a:\n    - x\nb:\n   c: 1\n", 3),
+        ("list:\n- a\n  key:\n      sub: 1\n", 4),
+        ("a: >\n    folded text\nb:\n  c: 1\n", 2),
+        ("just: scalars\n", 2),
+    ],
+    ids=["two", "four", "comment-and-blank", "empty-key", "sequence-first", "nested-in-sequence", "folded", "flat"],
+)
+def test_the_mapping_indent_is_read_from_the_first_nested_mapping(text: str, indent: int) -> None:
+    assert _mapping_indent(text) == indent
