@@ -387,8 +387,19 @@ def test_long_lines_are_never_rewrapped(dev: Path) -> None:
         ("list:\n- a\n  key:\n      sub: 1\n", 4),
         ("a: >\n    folded text\nb:\n  c: 1\n", 2),
         ("just: scalars\n", 2),
+        ("list:\n- item:\n    leaf: 1\n", 2),
     ],
-    ids=["two", "four", "comment-and-blank", "empty-key", "sequence-first", "nested-in-sequence", "folded", "flat"],
+    ids=[
+        "two",
+        "four",
+        "comment-and-blank",
+        "empty-key",
+        "sequence-first",
+        "nested-in-sequence",
+        "folded",
+        "flat",
+        "sequence-item-key",
+    ],
 )
 def test_the_mapping_indent_is_read_from_the_first_nested_mapping(text: str, indent: int) -> None:
     assert _mapping_indent(text) == indent
