@@ -132,3 +132,9 @@ def internet_egress_policy(metadata: dict[str, Any], selector: dict[str, str], p
             ],
         },
     }
+
+
+def service_account(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A workload's identity: the callees' access policies name it, so it is the workload's own.
+    Pods never see its token (the platform's workloads do not call the Kubernetes API)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata, "automountServiceAccountToken": False}

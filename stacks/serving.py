@@ -3,16 +3,19 @@ and one Pipeline per inference graph."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
 
+from components.access import Workload
 from components.inference_service import InferenceService, InferenceServiceArgs
 from components.inference_service.args import model_workload, service_fqdn
 from components.kube import register
 from components.model_namespace import PART_OF_LABELS, ModelNamespace, ModelNamespaceArgs
 from components.model_storage import StorageAccess
 from components.pipeline import Pipeline, PipelineArgs, PipelineSpec
+from components.runtimes import ModelSpec
 from infra.config import StackConfig
 
 STORAGE_SECRET = "model-storage-credentials"
@@ -43,8 +46,11 @@ def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[
         access = config.storage.access(STORAGE_SECRET)
     if secret is not None:
         dependencies.append(register(secret, pulumi.ResourceOptions(depends_on=[namespace])))
-    workloads = {model.name: model_workload(model, config.namespace) for model in config.models}
-    workloads |= {p.name: pipeline_args(config, p).workload() for p in config.pipelines}
+    models = {model.name: model for model in config.models}
+    workloads = {name: model_workload(model, config.namespace) for name, model in models.items()}
+    routers = {spec.name: pipeline_args(config, spec, models, workloads) for spec in config.pipelines}
+    workloads |= {name: args.workload() for name, args in routers.items()}
+    scraper = config.platform.prometheus.scraper if config.platform.prometheus.enabled else None
     edges = config.call_edges()
     services = {
         model.name: InferenceService(
@@ -57,7 +63,7 @@ def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[
                 url_scheme=config.platform.ingress.url_scheme,
                 gpu_nodes=config.platform.gpu_nodes,
                 storage=access,
-                metrics_scraper=config.platform.prometheus.scraper if config.platform.prometheus.enabled else None,
+                metrics_scraper=scraper,
                 callers=[workloads[caller] for caller, callee in edges if callee == model.name],
                 callees=[workloads[callee] for callee in model.calls],
             ),
@@ -72,15 +78,14 @@ def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[
             for name, svc in services.items()
         },
     )
-    models = {model.name: model for model in config.models}
     pipelines = {
-        spec.name: Pipeline(
-            spec.name,
-            pipeline_args(config, spec),
-            example_body=models[first].example_request().body if (first := spec.first_model()) else None,
+        name: Pipeline(
+            name,
+            args,
+            example_body=models[first].example_request().body if (first := args.pipeline.first_model()) else None,
             opts=pulumi.ResourceOptions(depends_on=dependencies),
         )
-        for spec in config.pipelines
+        for name, args in routers.items()
     }
     if pipelines:
         pulumi.export(
@@ -90,9 +95,10 @@ def deploy_models(config: StackConfig, platform: list[pulumi.Resource]) -> dict[
     return services
 
 
-def pipeline_args(config: StackConfig, spec: PipelineSpec) -> PipelineArgs:
+def pipeline_args(
+    config: StackConfig, spec: PipelineSpec, models: Mapping[str, ModelSpec], workloads: Mapping[str, Workload]
+) -> PipelineArgs:
     """A pipeline placed beside the models it calls, with each model step's URL in the cluster."""
-    models = {model.name: model for model in config.models}
     return PipelineArgs(
         pipeline=spec,
         namespace=config.namespace,
@@ -100,7 +106,7 @@ def pipeline_args(config: StackConfig, spec: PipelineSpec) -> PipelineArgs:
         gateway=config.platform.ingress.gateway,
         url_scheme=config.platform.ingress.url_scheme,
         metrics_scraper=config.platform.prometheus.scraper if config.platform.prometheus.enabled else None,
-        callees=[model_workload(models[name], config.namespace) for name in spec.models],
+        callees=[workloads[name] for name in spec.models],
         step_urls={
             name: f"http://{service_fqdn(name, config.namespace)}{models[name].inference_path}" for name in spec.models
         },

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.access import Access, authorization_policy, internet_egress_policy, network_policy
+from components.access import Access, authorization_policy, internet_egress_policy, network_policy, service_account
 from components.autoscaling import horizontal_pod_autoscaler
 from components.inference_service.args import (
     InferenceServiceArgs,
@@ -13,7 +13,7 @@ from components.inference_service.args import (
     selector_labels,
     version_name,
 )
-from components.inference_service.pods import config_map, deployment, disruption_budget, service_account
+from components.inference_service.pods import config_map, deployment, disruption_budget
 from components.inference_service.routing import (
     destination_rule,
     mesh_virtual_service,
@@ -72,7 +72,7 @@ def protection_manifests(args: InferenceServiceArgs, plan: ServerPlan) -> list[d
 
 def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
     """Every object of the model, versions first, in a stable order."""
-    objects: list[dict[str, Any]] = [service_account(args)]
+    objects: list[dict[str, Any]] = [service_account(object_metadata(args, args.service_account))]
     plans = [(version, args.model.plan(version, args.gpu_nodes)) for version in args.model.versions]
     for version, plan in plans:
         if plan.config_files:

@@ -85,17 +85,6 @@ def callee_urls(args: InferenceServiceArgs) -> dict[str, str]:
     return {url_env_name(c.name): f"http://{service_fqdn(c.name, c.namespace)}" for c in args.callees}
 
 
-def service_account(args: InferenceServiceArgs) -> dict[str, Any]:
-    """The model's identity: callees' access policies name it, so it is the model's alone. Pods
-    never see its token (the platform's workloads do not call the Kubernetes API)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": object_metadata(args, args.service_account),
-        "automountServiceAccountToken": False,
-    }
-
-
 def _config_checksum(plan: ServerPlan) -> str:
     """Changes whenever the generated config does, so a config change rolls the pods."""
     payload = json.dumps(plan.config_files, sort_keys=True).encode()

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field
 
 from components import pins
-from components.access import Access, Workload, authorization_policy, network_policy
+from components.access import Access, Workload, authorization_policy, network_policy, service_account
 from components.autoscaling import horizontal_pod_autoscaler
 from components.config_base import ConfigModel, DNS1123Label, DNSSubdomain, drop_none, duration_seconds
 from components.inference_service.args import PART_OF, service_fqdn
@@ -174,16 +174,6 @@ def deployment(args: PipelineArgs) -> dict[str, Any]:
     }
 
 
-def service_account(args: PipelineArgs) -> dict[str, Any]:
-    """The router's identity: the models it calls admit it by this name."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": _metadata(args),
-        "automountServiceAccountToken": False,
-    }
-
-
 def service(args: PipelineArgs) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -270,7 +260,7 @@ def protection_manifests(args: PipelineArgs) -> list[dict[str, Any]]:
 
 def pipeline_manifests(args: PipelineArgs) -> list[dict[str, Any]]:
     """Every object of the pipeline, in a stable order."""
-    objects = [service_account(args), deployment(args), service(args)]
+    objects = [service_account(_metadata(args)), deployment(args), service(args)]
     if args.pipeline.autoscaling.enabled:
         objects.append(horizontal_pod_autoscaler(_metadata(args), args.pipeline.autoscaling))
     budget = disruption_budget(args)
