@@ -14,7 +14,8 @@ STACK ?= dev
 # charts into a cache when there is network, and otherwise says why it did not expand them.
 CHARTS_DIR ?= $(wildcard ../shared/charts)
 
-$(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-nodeps.txt
+# requirements.txt installs the library from this checkout (-e .), so pyproject.toml is an input too.
+$(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
@@ -36,7 +37,7 @@ $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-node
 .venv-vllm/.installed: requirements-vllm-nodeps.txt
 
 # The policy pack's environment (pulumi-policy pins protobuf 5), for its unit tests.
-.venv-policy/.installed: policies/requirements.txt requirements.txt
+.venv-policy/.installed: policies/requirements.txt
 	$(PYTHON) -m venv .venv-policy
 	.venv-policy/bin/python -m pip install --quiet --upgrade pip
 	.venv-policy/bin/python -m pip install --quiet -r policies/requirements.txt pytest==9.2.0
@@ -47,23 +48,25 @@ tools/node_modules/.installed: tools/package.json tools/package-lock.json
 	npm ci --prefix tools --silent --no-audit --no-fund
 	touch $@
 
-# The pinned Helm the render expands charts with (version and sha256 in infra/helm.py).
-tools/bin/helm: infra/helm.py | $(BIN)/.installed
-	$(BIN)/python -m infra.helm
+# The pinned Helm the render expands charts with (version and sha256 in src/inference_platform/cli/helm.py).
+tools/bin/helm: src/inference_platform/cli/helm.py | $(BIN)/.installed
+	$(BIN)/python -m inference_platform.cli.helm
 
 helm: tools/bin/helm
 
 render: $(BIN)/.installed tools/bin/helm
-	$(BIN)/python -m infra render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR))
+	$(BIN)/inference-platform render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR))
 
 test: lint typecheck unit
 
+# lint-imports holds the library's layers (pyproject.toml: [tool.importlinter]).
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(BIN)/.installed
-	$(BIN)/mypy infra components stacks tests bench policies
+	$(BIN)/mypy src infra tests bench policies
 
 TOOL_VENVS := .venv-vllm/.installed .venv-envoy/.installed .venv-checkov/.installed .venv-policy/.installed
 
@@ -77,11 +80,11 @@ unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/he
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 schema: $(BIN)/.installed
-	$(BIN)/python -m infra schema > infra/stack-config.schema.json
+	$(BIN)/inference-platform schema > infra/stack-config.schema.json
 
 # Mutation testing (not in CI; hours for every module on 2 cores): small slips in the modules
 # listed under [tool.mutmut] in pyproject.toml, each run against the tests that reach it.
-# `make mutants MUTANTS='infra.promote*'` runs a subset; `.venv/bin/mutmut results` lists survivors.
+# `make mutants MUTANTS='inference_platform.cli.promote*'` runs a subset; `.venv/bin/mutmut results` lists survivors.
 MUTANTS ?=
 $(BIN)/.mutmut: requirements-mutants.txt | $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet -r requirements-mutants.txt

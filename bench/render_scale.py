@@ -28,15 +28,15 @@ import pulumi.runtime.settings
 
 # Imported for its side effect: every module the program runs is loaded before measuring,
 # as import time is not program time.
-import infra.program  # noqa: F401
-from components.inference_service.args import InferenceServiceArgs
-from components.inference_service.manifests import model_manifests
-from components.kube import register
-from components.model_namespace import ModelNamespaceArgs, default_deny, namespace, strict_mtls
-from infra.config import PROJECT, parse_stack_config, project_values
-from infra.render import RecordingMocks, RecordingMonitor, RenderResult, batch_gc, run_program
-from infra.render_files import render_texts, write_render
-from infra.stack_file import StackFile
+import inference_platform.stack.program  # noqa: F401
+from inference_platform.cli.render import RecordingMocks, RecordingMonitor, RenderResult, batch_gc, run_program
+from inference_platform.cli.render_files import render_texts, write_render
+from inference_platform.cli.stack_file import StackFile
+from inference_platform.kube import register
+from inference_platform.serving.inference_service.args import InferenceServiceArgs
+from inference_platform.serving.inference_service.manifests import model_manifests
+from inference_platform.serving.model_namespace import ModelNamespaceArgs, default_deny, namespace, strict_mtls
+from inference_platform.stack.config import PROJECT, parse_stack_config, project_values
 
 ROOT = Path(__file__).resolve().parent.parent
 

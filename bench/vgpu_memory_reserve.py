@@ -1,7 +1,7 @@
 """How much GPU memory a serving process holds outside its framework's allocator, on a real GPU.
 
 Under a HAMi vGPU memory cap, `--gpu-memory-utilization` for vLLM is derived as
-`(cap - CAP_RESERVE_MIB) / cap` (components/runtimes/vllm.py): the reserve is meant for what
+`(cap - CAP_RESERVE_MIB) / cap` (src/inference_platform/serving/runtimes/vllm.py): the reserve is meant for what
 vLLM's allocator never sees, the CUDA context, cuBLAS state and NCCL's communicator. This script
 measures that memory stage by stage with PyTorch (the framework vLLM runs on) and NVML, and
 prints it next to the reserve. Run it on a machine with an NVIDIA GPU and PyTorch:

@@ -1,1 +1,2 @@
-"""The entry point, the stack config schema and the command-line tool of inference-platform."""
+"""The Pulumi program of this repository: a thin entry point over the inference_platform library
+(Pulumi.yaml's `main`), and `python -m infra`, the old spelling of its command-line tools."""

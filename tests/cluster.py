@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.render_files import read_chart_objects, read_render
+from inference_platform.cli.render_files import read_chart_objects, read_render
 
 # Namespaces every cluster has; the program creates the others it uses.
 BUILT_IN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")

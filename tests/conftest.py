@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.charts import CHARTS_DIR_ENV, NO_CHARTS_ENV
-from infra.cli import main
-from infra.render import RenderResult, run_program
-from infra.render_files import read_render
-from infra.stack_file import read_stack_file
+from inference_platform.cli.charts import CHARTS_DIR_ENV, NO_CHARTS_ENV
+from inference_platform.cli.main import main
+from inference_platform.cli.render import RenderResult, run_program
+from inference_platform.cli.render_files import read_render
+from inference_platform.cli.stack_file import read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,7 +33,7 @@ def charts_dir() -> Path:
     if not CHARTS_DIR.is_dir():
         pytest.skip(
             f"no pinned chart tarballs at {CHARTS_DIR}: chart rendering needs <chart>-<version>.tgz for every "
-            "pin in components/pins.py (set INFRA_TEST_CHARTS_DIR to such a directory)"
+            "pin in src/inference_platform/pins.py (set INFRA_TEST_CHARTS_DIR to such a directory)"
         )
     return CHARTS_DIR
 
@@ -130,8 +130,8 @@ def pulumi_mocks() -> Iterator[RenderResult]:
     import pulumi.runtime
     import pulumi.runtime.settings
 
-    from infra.config import PROJECT
-    from infra.render import RecordingMocks, RecordingMonitor
+    from inference_platform.cli.render import RecordingMocks, RecordingMonitor
+    from inference_platform.stack.config import PROJECT
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

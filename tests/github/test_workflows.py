@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.cli import main
+from inference_platform.cli.main import main
 from tests.conftest import ROOT, STACKS, base_config, write_stack_file
 
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -118,7 +118,9 @@ def test_render_diff_needs_no_credentials() -> None:
     assert "secrets." not in yaml.safe_dump(job)
     scripts = "\n".join(s.get("run", "") for s in steps(job))
     assert "python -m infra render" in scripts
-    assert "python -m infra.helm" in scripts  # reviews see chart objects, expanded by the pinned Helm
+    assert "python -m inference_platform.cli.helm" in scripts  # reviews see chart objects, expanded by the pinned Helm
+    # requirements.txt installs the checkout it sits in (-e .): each side from its own directory.
+    assert '(cd "$side" && .venv/bin/python -m pip install --quiet -r requirements.txt)' in scripts
     assert "python -m infra diff" in scripts
     assert "GITHUB_STEP_SUMMARY" in scripts
     assert "gh pr comment" in scripts

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.stack_file import read_stack_file
+from inference_platform.cli.stack_file import read_stack_file
 from tests.conftest import ROOT
 
 HOST = """

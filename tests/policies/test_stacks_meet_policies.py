@@ -7,8 +7,8 @@ from types import ModuleType
 
 import pytest
 
-from infra.render import RenderResult, run_program
-from infra.stack_file import read_stack_file
+from inference_platform.cli.render import RenderResult, run_program
+from inference_platform.cli.stack_file import read_stack_file
 from tests.conftest import ROOT, STACKS
 
 

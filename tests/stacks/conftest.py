@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.charts import DEFAULT_KUBERNETES_VERSION
-from infra.cli import main
-from infra.config import StackConfig, parse_stack_config, project_values
-from infra.stack_file import read_stack_file
+from inference_platform.cli.charts import DEFAULT_KUBERNETES_VERSION
+from inference_platform.cli.main import main
+from inference_platform.cli.stack_file import read_stack_file
+from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
 from tests.cluster import Cluster
 from tests.conftest import ROOT, STACKS, charts_dir, full_config, write_stack_file
 

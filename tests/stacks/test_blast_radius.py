@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from infra.diff import ObjectDiff, diff_objects
-from infra.render import RenderResult
-from infra.render_files import manifest_documents
+from inference_platform.cli.diff import ObjectDiff, diff_objects
+from inference_platform.cli.render import RenderResult
+from inference_platform.cli.render_files import manifest_documents
 from tests.conftest import base_config
 
 Config = dict[str, Any]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from infra.cli import main
+from inference_platform.cli.main import main
 from tests.conftest import ROOT, STACKS, full_config, write_stack_file
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.render import RenderResult
-from infra.render_files import MANIFESTS, OUTPUTS, manifest_documents
+from inference_platform.cli.render import RenderResult
+from inference_platform.cli.render_files import MANIFESTS, OUTPUTS, manifest_documents
 from tests.conftest import SECRET_VALUES, full_config
 from tests.owner_schemas import validate
 
@@ -18,8 +18,8 @@ Render = Callable[[dict[str, Any]], RenderResult]
 
 @pytest.fixture(scope="module")
 def manifests(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    from infra.cli import main
-    from infra.render_files import read_render
+    from inference_platform.cli.main import main
+    from inference_platform.cli.render_files import read_render
     from tests.conftest import write_stack_file
 
     root = tmp_path_factory.mktemp("full")

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from components import gpu, pins
-from infra.render import Registration, RenderResult
-from infra.render_files import chart_documents
+from inference_platform import pins
+from inference_platform.cli.render import Registration, RenderResult
+from inference_platform.cli.render_files import chart_documents
+from inference_platform.platform.gpu_nodes import GPU_RESOURCE
+from inference_platform.platform.hami import GPU_CORES_RESOURCE, GPU_MEMORY_PERCENT_RESOURCE, GPU_MEMORY_RESOURCE
 from tests.conftest import base_config, full_config
 
 Render = Callable[[dict[str, Any]], RenderResult]
@@ -17,8 +19,8 @@ Render = Callable[[dict[str, Any]], RenderResult]
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> RenderResult:
-    from infra.render import run_program
-    from infra.stack_file import read_stack_file
+    from inference_platform.cli.render import run_program
+    from inference_platform.cli.stack_file import read_stack_file
     from tests.conftest import write_stack_file
 
     path = write_stack_file(tmp_path_factory.mktemp("platform") / "Pulumi.full.yaml", full_config())
@@ -113,10 +115,10 @@ def test_gpu_components_agree_with_what_models_request(full: RenderResult) -> No
     hami = found["hami"]["values"]
     assert hami["scheduler"]["kubeScheduler"]["image"]["tag"] == "v1.30.4"
     assert (hami["resourceName"], hami["resourceMem"], hami["resourceMemPercentage"], hami["resourceCores"]) == (
-        gpu.GPU_RESOURCE,
-        gpu.GPU_MEMORY_RESOURCE,
-        gpu.GPU_MEMORY_PERCENT_RESOURCE,
-        gpu.GPU_CORES_RESOURCE,
+        GPU_RESOURCE,
+        GPU_MEMORY_RESOURCE,
+        GPU_MEMORY_PERCENT_RESOURCE,
+        GPU_CORES_RESOURCE,
     )
     assert hami["devicePlugin"]["nvidiaNodeSelector"] == {"gpu": "on"}
     assert hami["devicePlugin"]["service"]["annotations"]["prometheus.io/port"] == "9394"

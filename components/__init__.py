@@ -1,1 +1,0 @@
-"""Reusable Pulumi components of the inference platform. They know nothing of stack config."""

@@ -1,8 +1,0 @@
-"""An inference pipeline: a KServe InferenceGraph over the stack's models, run by KServe's router.
-spec.py is what a team writes, manifests.py the objects, component.py the resource."""
-
-from components.pipeline.component import Pipeline
-from components.pipeline.manifests import PipelineArgs
-from components.pipeline.spec import PipelineSpec
-
-__all__ = ["Pipeline", "PipelineArgs", "PipelineSpec"]

@@ -1,0 +1,164 @@
+"""How many GPUs a stack holds, from its typed config alone: at every version's minimum replicas
+and at its peak (the autoscaler's maximum), against the GPUs the cluster declares.
+
+- `exclusive`: each pod holds `count` whole GPUs.
+- `vgpu`: each pod holds `count` slices, each with a memory share of one GPU (`memoryMib` of
+  `platform.gpuNodes.memoryMib`, or `memoryPercent`; uncapped: the whole GPU's memory, HAMi's
+  default) and a core share (`cores` percent; uncapped: none reserved, HAMi's default).
+- `shared`: listed, but holds no share anyone accounts for (the scheduler does not know of it).
+
+vGPU slices are packed onto physical GPUs first-fit decreasing, the way HAMi's scheduler can place
+them: memory within one GPU's (times `deviceMemoryScaling`), cores within 100 % (times
+`deviceCoreScaling`), at most `deviceSplitCount` slices a GPU, and the slices of one pod on
+distinct GPUs. That is an estimate, not a schedule: a real scheduler may pack tighter, or fail
+through fragmentation across nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.platform.hami import Sharing
+from inference_platform.serving.gpu import ExclusiveGpu, SharedGpu, VirtualGpu
+from inference_platform.serving.model_spec import ModelSpecBase
+
+Mode = Literal["none", "exclusive", "vgpu", "shared"]
+
+
+@dataclass(frozen=True)
+class Slice:
+    memory: Fraction
+    """Share of one GPU's memory."""
+    cores: Fraction
+    """Share of one GPU's cores."""
+
+
+@dataclass
+class Gpu:
+    memory: Fraction = Fraction(0)
+    cores: Fraction = Fraction(0)
+    pods: list[int] = field(default_factory=list)
+
+    def fits(self, piece: Slice, pod: int, sharing: Sharing) -> bool:
+        return (
+            pod not in self.pods
+            and len(self.pods) < sharing.split_count
+            and self.memory + piece.memory <= sharing.memory_scaling
+            and self.cores + piece.cores <= sharing.core_scaling
+        )
+
+    def take(self, piece: Slice, pod: int) -> None:
+        self.memory += piece.memory
+        self.cores += piece.cores
+        self.pods.append(pod)
+
+
+def slice_of(spec: VirtualGpu, nodes: GpuNodes) -> Slice:
+    if spec.memory_percent is not None:
+        memory = Fraction(spec.memory_percent, 100)
+    elif spec.memory_mib is not None and nodes.memory_mib:
+        memory = Fraction(spec.memory_mib, nodes.memory_mib)
+    elif spec.memory_mib is not None:
+        memory = Fraction(1)  # the GPU's size unknown: count the slice as a whole GPU (an upper bound)
+    else:
+        memory = Fraction(1)
+    return Slice(memory=min(memory, Fraction(1)), cores=Fraction(spec.cores or 0, 100))
+
+
+def pack(pods: Sequence[tuple[int, Slice]], sharing: Sharing) -> int:
+    """Physical GPUs for vGPU pods, each given as (slice count, slice): first-fit decreasing."""
+    order = sorted(range(len(pods)), key=lambda i: (pods[i][1].memory, pods[i][1].cores, pods[i][0]), reverse=True)
+    gpus: list[Gpu] = []
+    for pod in order:
+        count, piece = pods[pod]
+        for _ in range(count):
+            target = next((gpu for gpu in gpus if gpu.fits(piece, pod, sharing)), None)
+            if target is None:
+                target = Gpu()
+                gpus.append(target)
+            target.take(piece, pod)
+    return len(gpus)
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    mode: Mode
+    min: float
+    """Whole-GPU equivalents at the minimum replicas (vGPU: memory shares of one GPU)."""
+    peak: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    gpus_min: int
+    gpus_peak: int
+    declared: int | None
+    models: dict[str, ModelPlan]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def fits_min(self) -> bool | None:
+        return None if self.declared is None else self.gpus_min <= self.declared
+
+    @property
+    def fits_peak(self) -> bool | None:
+        return None if self.declared is None else self.gpus_peak <= self.declared
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "gpus": {"min": self.gpus_min, "peak": self.gpus_peak},
+            "declared": self.declared,
+            "fits": {"min": self.fits_min, "peak": self.fits_peak},
+            "models": {
+                name: {"mode": plan.mode, "min": plan.min, "peak": plan.peak} for name, plan in self.models.items()
+            },
+        }
+
+    def headline(self) -> str:
+        of = f" of {self.declared} declared" if self.declared is not None else " (no GPUs declared)"
+        return f"GPUs: {self.gpus_min} at minimum replicas, {self.gpus_peak} at peak{of}"
+
+
+def replicas(model: ModelSpecBase, version: Any) -> tuple[int, int]:
+    """(minimum, peak) pods of a version: the autoscaler's bounds, or its fixed replicas."""
+    if model.autoscaling.enabled:
+        return model.autoscaling.min_replicas, model.autoscaling.max_replicas
+    fixed = model.fixed_replicas(version)
+    return fixed, fixed
+
+
+def plan(models: Sequence[ModelSpecBase], nodes: GpuNodes, sharing: Sharing, declared: int | None) -> Plan:
+    whole = {"min": 0, "peak": 0}
+    virtual: dict[str, list[tuple[int, Slice]]] = {"min": [], "peak": []}
+    per_model: dict[str, ModelPlan] = {}
+    notes: list[str] = []
+    for model in models:
+        spec = model.gpu
+        totals = {"min": Fraction(0), "peak": Fraction(0)}
+        for version in model.versions:
+            for key, pods in zip(("min", "peak"), replicas(model, version), strict=True):
+                if isinstance(spec, ExclusiveGpu):
+                    whole[key] += pods * spec.count
+                    totals[key] += pods * spec.count
+                elif isinstance(spec, VirtualGpu):
+                    piece = slice_of(spec, nodes)
+                    virtual[key] += [(spec.count, piece)] * pods
+                    totals[key] += pods * spec.count * piece.memory
+        if isinstance(spec, SharedGpu):
+            notes.append(f"{model.name} shares GPUs outside the scheduler (gpu: shared): not counted")
+        if isinstance(spec, VirtualGpu) and spec.memory_mib is not None and not nodes.memory_mib:
+            notes.append(f"{model.name}: GPU memory unknown (platform.gpuNodes.memoryMib), each vGPU counted whole")
+        per_model[model.name] = ModelPlan(
+            mode=spec.mode, min=round(float(totals["min"]), 2), peak=round(float(totals["peak"]), 2)
+        )
+    return Plan(
+        gpus_min=whole["min"] + pack(virtual["min"], sharing),
+        gpus_peak=whole["peak"] + pack(virtual["peak"], sharing),
+        declared=declared,
+        models=per_model,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,116 @@
+"""Grafana dashboards, one per model, built with Grafana's own typed builders (grafana-foundation-sdk).
+
+Side by side for every version, live and shadow: requests per second, error ratio, p50/p95/p99
+latency, each candidate's difference from the primary, GPU use of the version's pods and its
+replica count. The queries are comparison.py's, over a fixed 5-minute window, so each
+panel runs as written in Prometheus too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from grafana_foundation_sdk.builders.common import VizLegendOptions
+from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
+from grafana_foundation_sdk.builders.prometheus import Dataquery
+from grafana_foundation_sdk.builders.timeseries import Panel
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement
+from grafana_foundation_sdk.models.dashboard import DataSourceRef
+
+from inference_platform.analysis import comparison
+from inference_platform.platform import custom_metrics
+from inference_platform.platform.grafana import DATASOURCE_UID
+
+WINDOW = comparison.RECORDING_WINDOW
+BY_VERSION = "{{destination_version}}"
+
+
+def _query(expression: str, legend: str, ref: str = "A") -> Dataquery:
+    return Dataquery().expr(expression).legend_format(legend).ref_id(ref)
+
+
+def _panel(title: str, unit: str, *queries: Dataquery) -> Panel:
+    panel = (
+        Panel()
+        .title(title)
+        .unit(unit)
+        .datasource(DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID))
+        .legend(
+            VizLegendOptions().show_legend(True).display_mode(LegendDisplayMode.TABLE).placement(LegendPlacement.BOTTOM)
+        )
+        .height(8)
+        .span(12)
+    )
+    for query in queries:
+        panel = panel.with_target(query)
+    return panel
+
+
+def pod_pattern(model: str, version: str) -> str:
+    """A version's pods: its Deployment `<model>-<version>` names them `<model>-<version>-<hash>-<id>`."""
+    return f"{model}-{version}-[a-z0-9]+-[a-z0-9]+"
+
+
+def panel_queries(compared: comparison.Comparison, gpu_source: str | None) -> dict[str, list[tuple[str, str]]]:
+    """Each panel's (PromQL, legend) pairs: what the dashboard shows and the tests run."""
+    namespace, model = compared.namespace, compared.model
+    match = comparison.selector(namespace, model)
+    primary = comparison.selector(namespace, model, compared.primary)
+    panels: dict[str, list[tuple[str, str]]] = {
+        "Requests per second": [(comparison.request_rate(WINDOW, match), BY_VERSION)],
+        "Error ratio (5xx)": [(comparison.error_ratio(WINDOW, match), BY_VERSION)],
+        "Latency": [
+            (comparison.latency_quantile(q, WINDOW, match), f"{BY_VERSION} {name}")
+            for name, q in comparison.QUANTILES.items()
+        ],
+    }
+    deltas: list[tuple[str, str]] = []
+    for version, role in compared.candidates:
+        candidate = comparison.selector(namespace, model, version)
+        deltas += [
+            (
+                f"({comparison.error_ratio(WINDOW, candidate)}) - on(destination_workload_namespace, destination_app) "
+                f"({comparison.error_ratio(WINDOW, primary)})",
+                f"{version} ({role}) error ratio - {compared.primary}",
+            ),
+            (
+                f"({comparison.latency_quantile(0.95, WINDOW, candidate)}) - on(destination_workload_namespace, "
+                f"destination_app) ({comparison.latency_quantile(0.95, WINDOW, primary)})",
+                f"{version} ({role}) p95 ms - {compared.primary}",
+            ),
+        ]
+    if deltas:
+        panels[f"Candidates minus the primary ({compared.primary})"] = deltas
+    versions = [compared.primary, *(v for v, _ in compared.candidates)]
+    if gpu_source is not None:
+        metric = custom_metrics.HAMI_GPU_UTIL if gpu_source == "hami" else custom_metrics.DCGM_GPU_UTIL
+        panels["GPU utilisation per pod"] = [
+            (f'avg by (pod) ({metric}{{namespace="{namespace}",pod=~"{pod_pattern(model, v)}"}})', f"{v} {{{{pod}}}}")
+            for v in versions
+        ]
+    panels["Replicas (pods scraped)"] = [
+        (f'count by (version) (up{{job="kubernetes-pods",namespace="{namespace}",app="{model}"}} == 1)', "{{version}}")
+    ]
+    return panels
+
+
+def model_dashboard(compared: comparison.Comparison, gpu_source: str | None) -> dict[str, Any]:
+    """The model's dashboard as Grafana's JSON model (a dict)."""
+    builder = (
+        Dashboard(f"Inference: {compared.model}")
+        .uid(f"inference-{compared.namespace}-{compared.model}"[:40])
+        .tags(["inference-platform", compared.namespace])
+        .refresh("30s")
+        .time("now-1h", "now")
+        .editable()
+        .with_row(Row(f"{compared.model}: primary {compared.primary}"))
+    )
+    units = {"Requests per second": "reqps", "Error ratio (5xx)": "percentunit", "Latency": "ms"}
+    for title, queries in panel_queries(compared, gpu_source).items():
+        unit = units.get(title, "percentunit" if title.startswith("GPU") else "short")
+        refs = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        builder = builder.with_panel(_panel(title, unit, *(_query(e, legend, next(refs)) for e, legend in queries)))
+    document: dict[str, Any] = json.loads(JSONEncoder(sort_keys=True).encode(builder.build()))
+    return document

@@ -1,0 +1,305 @@
+"""`python -m infra analyze`: a verdict on every canary and shadow, from the platform's Prometheus.
+
+Each candidate is compared with its model's primary over the model's window (or `--window`),
+ending at `--at`, with the very queries the alerting rules use (analysis/comparison.py), and the
+model's own thresholds (`analysis` in the stack config).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import requests
+from rich.markup import escape
+from rich.table import Table
+
+from inference_platform.analysis import comparison
+from inference_platform.analysis.comparison import Comparison
+from inference_platform.serving.analysis_spec import AnalysisSpec
+from inference_platform.stack.config import StackConfig
+
+TOKEN_ENV = "PROMETHEUS_TOKEN"
+QUERY_TIMEOUT_SECONDS = 30
+Verdict = Literal["pass", "fail", "insufficient-data"]
+
+
+class PrometheusError(Exception):
+    """Prometheus cannot be reached, or answered something that is not a query result."""
+
+
+@dataclass(frozen=True)
+class Stats:
+    requests: float
+    error_ratio: float
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "errorRatio": self.error_ratio,
+            "p50Ms": self.p50_ms,
+            "p95Ms": self.p95_ms,
+            "p99Ms": self.p99_ms,
+        }
+
+
+@dataclass(frozen=True)
+class Candidate:
+    version: str
+    role: comparison.Role
+    stats: Stats
+    verdict: Verdict
+    reasons: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "role": self.role,
+            **self.stats.as_json(),
+            "verdict": self.verdict,
+            "reasons": self.reasons,
+        }
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    model: str
+    primary: str
+    primary_stats: Stats
+    candidates: list[Candidate]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "primary": self.primary,
+            "primaryStats": self.primary_stats.as_json(),
+            "candidates": [c.as_json() for c in self.candidates],
+        }
+
+
+@dataclass
+class Report:
+    stack: str
+    window: str
+    at: datetime
+    models: list[ModelReport] = field(default_factory=list)
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        return [c.verdict for m in self.models for c in m.candidates]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "window": self.window,
+            "at": self.at.isoformat().replace("+00:00", "Z"),
+            "models": [m.as_json() for m in self.models],
+        }
+
+
+def parse_time(text: str | None) -> datetime:
+    """RFC 3339 or Unix seconds; now when not given."""
+    if text is None:
+        return datetime.now(UTC).replace(microsecond=0)
+    try:
+        return datetime.fromtimestamp(float(text), UTC)
+    except ValueError:
+        pass
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        raise ValueError(f"{text} has no time zone (add Z or an offset)")
+    return parsed.astimezone(UTC)
+
+
+class Prometheus:
+    """Instant queries through Prometheus' HTTP API, at one time."""
+
+    def __init__(self, url: str, at: datetime) -> None:
+        self.url = url.rstrip("/")
+        self.at = at
+        token = os.environ.get(TOKEN_ENV)
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    def by_version(self, expression: str) -> dict[str, float]:
+        """The query's value per destination_version (NaN and infinities left out)."""
+        try:
+            response = requests.get(
+                f"{self.url}/api/v1/query",
+                params={"query": expression, "time": f"{self.at.timestamp():.3f}"},
+                headers=self.headers,
+                timeout=QUERY_TIMEOUT_SECONDS,
+            )
+        except requests.RequestException as error:
+            raise PrometheusError(f"cannot reach Prometheus at {self.url}: {type(error).__name__}") from None
+        try:
+            body = response.json()
+            if response.status_code != 200 or body.get("status") != "success":
+                message = body.get("error") or f"HTTP {response.status_code}"
+                raise PrometheusError(f"Prometheus at {self.url} refused a query: {message}")
+            values = {}
+            for item in body["data"]["result"]:
+                value = float(item["value"][1])
+                if math.isfinite(value):
+                    values[item["metric"].get("destination_version", "")] = value
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+            raise PrometheusError(f"Prometheus at {self.url} answered something that is not a query result") from None
+        return values
+
+
+def _model_stats(prometheus: Prometheus, compared: Comparison, window: str) -> dict[str, Stats]:
+    match = comparison.selector(compared.namespace, compared.model)
+    counts = prometheus.by_version(comparison.requests_in(window, match))
+    errors = prometheus.by_version(comparison.error_ratio(window, match))
+    quantiles = {
+        name: prometheus.by_version(comparison.latency_quantile(q, window, match))
+        for name, q in comparison.QUANTILES.items()
+    }
+    versions = [compared.primary, *(version for version, _ in compared.candidates)]
+    return {
+        version: Stats(
+            requests=round(counts.get(version, 0.0), 3),
+            error_ratio=round(errors.get(version, 0.0), 6),
+            p50_ms=_rounded(quantiles["p50"].get(version)),
+            p95_ms=_rounded(quantiles["p95"].get(version)),
+            p99_ms=_rounded(quantiles["p99"].get(version)),
+        )
+        for version in versions
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def judge(candidate: Stats, primary: Stats, spec: AnalysisSpec, primary_name: str) -> tuple[Verdict, list[str]]:
+    """The same thresholds the alerting rules apply, on the same figures."""
+    short = [
+        f"{who} served {stats.requests:g} requests, fewer than minRequests ({spec.min_requests})"
+        for who, stats in (("it", candidate), (f"the primary {primary_name}", primary))
+        if stats.requests < spec.min_requests
+    ]
+    if short:
+        return "insufficient-data", short
+    reasons = []
+    increase = candidate.error_ratio - primary.error_ratio
+    if increase > spec.max_error_ratio_increase:
+        reasons.append(
+            f"error ratio {candidate.error_ratio:.2%} is {increase * 100:.2f} points above the primary's "
+            f"{primary.error_ratio:.2%} (allowed {spec.max_error_ratio_increase * 100:g})"
+        )
+    if candidate.p95_ms is not None and primary.p95_ms is not None:
+        limit = primary.p95_ms * (1 + spec.max_latency_increase_percent / 100)
+        if candidate.p95_ms > limit:
+            slower = (candidate.p95_ms / primary.p95_ms - 1) * 100 if primary.p95_ms else math.inf
+            reasons.append(
+                f"p95 latency {candidate.p95_ms:g} ms is {slower:.1f} % above the primary's {primary.p95_ms:g} ms "
+                f"(allowed {spec.max_latency_increase_percent:g} %)"
+            )
+    return ("fail", reasons) if reasons else ("pass", [])
+
+
+def analyze(
+    config: StackConfig, stack: str, prometheus: Prometheus, window: str | None = None, model: str | None = None
+) -> Report:
+    windows = set()
+    report = Report(stack=stack, window=window or "", at=prometheus.at)
+    for spec_model in config.models:
+        if model is not None and spec_model.name != model:
+            continue
+        compared = comparison.comparison(spec_model, config.namespace)
+        if compared is None:
+            continue
+        spec = spec_model.analysis
+        used = window or spec.window
+        windows.add(used)
+        stats = _model_stats(prometheus, compared, used)
+        primary = stats[compared.primary]
+        candidates = []
+        for version, role in compared.candidates:
+            verdict, reasons = judge(stats[version], primary, spec, compared.primary)
+            candidates.append(Candidate(version, role, stats[version], verdict, reasons))
+        report.models.append(ModelReport(spec_model.name, compared.primary, primary, candidates))
+    if window is None:
+        report.window = ",".join(sorted(windows)) or AnalysisSpec().window
+    return report
+
+
+def exit_code(report: Report) -> int:
+    verdicts = report.verdicts
+    if "fail" in verdicts:
+        return 1
+    if "insufficient-data" in verdicts:
+        return 3
+    return 0
+
+
+# --- Output ---------------------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def _rows(report: Report) -> list[tuple[str, str, str, str, str, str, str, str, str]]:
+    rows = []
+    for model in report.models:
+        entries: list[tuple[str, str, Stats, str, list[str]]] = [
+            (model.primary, "primary", model.primary_stats, "", [])
+        ]
+        entries += [(c.version, c.role, c.stats, c.verdict, c.reasons) for c in model.candidates]
+        for version, role, stats, verdict, reasons in entries:
+            rows.append(
+                (
+                    model.model,
+                    version,
+                    role,
+                    f"{stats.requests:g}",
+                    f"{stats.error_ratio:.2%}",
+                    _ms(stats.p50_ms),
+                    _ms(stats.p95_ms),
+                    _ms(stats.p99_ms),
+                    f"{verdict}{': ' + '; '.join(reasons) if reasons else ''}",
+                )
+            )
+    return rows
+
+
+HEADERS = ("model", "version", "role", "requests", "errors", "p50 ms", "p95 ms", "p99 ms", "verdict")
+
+
+def markdown(report: Report) -> str:
+    lines = [
+        f"## Canary and shadow analysis: stack `{report.stack}`",
+        "",
+        f"Window {report.window}, ending {report.as_json()['at']}.",
+        "",
+    ]
+    if not report.models:
+        return "\n".join([*lines, "No model has a canary or a shadow."]) + "\n"
+    lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for row in _rows(report):
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table(report: Report) -> Table:
+    """A rich Table, the verdict coloured (rich leaves colour out when not on a terminal)."""
+    colours: Mapping[str, str] = {"pass": "green", "fail": "bold red", "insufficient-data": "yellow"}
+    out = Table(*HEADERS, title=f"stack {report.stack}: window {report.window} ending {report.as_json()['at']}")
+    for row in _rows(report):
+        verdict = row[-1].split(":", 1)[0]
+        style = colours.get(verdict)
+        out.add_row(*row[:-1], f"[{style}]{escape(row[-1])}[/{style}]" if style else escape(row[-1]))
+    return out
+
+
+def as_json(report: Report) -> str:
+    return json.dumps(report.as_json(), indent=2)

@@ -1,0 +1,196 @@
+"""Expanding the charts the program registers into the objects they create, with real Helm.
+
+Under the SDK's mocks a helm.v4.Chart or helm.v3.Release is one registration carrying its release
+name, chart, version, namespace and values; `helm template` with exactly those turns it into the
+objects the Kubernetes provider would create (helm.v4.Chart's own semantics are `helm template`'s).
+A real cluster also tells Helm its version and the API groups it serves; offline we say them.
+
+Charts come from a directory of pinned tarballs (`<chart>-<version>.tgz`: `--charts-dir` or
+$INFRA_CHARTS_DIR, e.g. an air-gapped mirror), or else from a cache that `helm pull` fills from
+the pinned repositories when there is network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from inference_platform.cli.helm import HelmNotFoundError, find_helm
+
+CHARTS_DIR_ENV = "INFRA_CHARTS_DIR"
+CACHE_DIR_ENV = "INFRA_CHARTS_CACHE"
+NO_CHARTS_ENV = "INFRA_NO_CHARTS"
+# What Helm is told the cluster runs when the stack does not say (platform.kubernetesVersion).
+DEFAULT_KUBERNETES_VERSION = "1.33.0"
+# API groups a real cluster serves beyond the built-in ones Helm assumes for --kube-version:
+# without it prometheus-adapter renders its APIService as v1beta1, which Kubernetes removed.
+CLUSTER_API_VERSIONS = ("apiregistration.k8s.io/v1",)
+HELM_TIMEOUT_SECONDS = 120
+# Kinds without a namespace. Helm leaves metadata.namespace to each template; the Kubernetes
+# provider puts the release's namespace on every other object that lacks one, and so do we.
+CLUSTER_SCOPED_KINDS = frozenset(
+    {
+        "APIService",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "IngressClass",
+        "MutatingWebhookConfiguration",
+        "Namespace",
+        "PersistentVolume",
+        "PriorityClass",
+        "RuntimeClass",
+        "StorageClass",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingWebhookConfiguration",
+    }
+)
+
+
+class ChartsUnavailableError(Exception):
+    """Helm or a chart cannot be had; the message says which and why, in one line."""
+
+
+@dataclass(frozen=True)
+class ChartRelease:
+    """A chart as the program registered it (a charts.yaml document)."""
+
+    release: str
+    chart: str
+    version: str
+    repository: str
+    namespace: str
+    values: Mapping[str, Any]
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> ChartRelease:
+        return cls(
+            release=document["name"],
+            chart=document["chart"],
+            version=document["version"],
+            repository=document["repository"],
+            namespace=document["namespace"],
+            values=document.get("values") or {},
+        )
+
+    @property
+    def tarball_name(self) -> str:
+        return f"{self.chart}-{self.version}.tgz"
+
+
+def default_cache() -> Path:
+    configured = os.environ.get(CACHE_DIR_ENV)
+    if configured:
+        return Path(configured)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "inference-platform" / "charts"
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """Where the pinned tarballs are; `pull` fills missing ones from their repositories."""
+
+    directory: Path
+    pull: bool
+
+    def tarball(self, helm: Path, release: ChartRelease) -> Path:
+        path = self.directory / release.tarball_name
+        if not path.is_file() and self.pull:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _run(
+                [str(helm), "pull", release.chart, "--repo", release.repository, "--version", release.version],
+                f"helm pull {release.chart} {release.version} from {release.repository}",
+                cwd=self.directory,
+            )
+        if not path.is_file():
+            raise ChartsUnavailableError(f"chart {release.tarball_name} is not in {self.directory}")
+        _check_version(path, release)
+        return path
+
+
+def _check_version(path: Path, release: ChartRelease) -> None:
+    """Helm ignores --version for a local tarball: make sure the file is the pinned version."""
+    with tarfile.open(path) as archive:
+        member = archive.extractfile(f"{release.chart}/Chart.yaml")
+        metadata = yaml.safe_load(member.read()) if member is not None else None
+    version = metadata.get("version") if isinstance(metadata, dict) else None
+    if version != release.version:
+        raise ChartsUnavailableError(
+            f"{path} holds {release.chart} version {version}, not the pinned {release.version}"
+        )
+
+
+def _run(command: Sequence[str], what: str, cwd: Path | None = None) -> str:
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, check=False, cwd=cwd, timeout=HELM_TIMEOUT_SECONDS
+        )
+    except subprocess.TimeoutExpired:
+        raise ChartsUnavailableError(f"{what}: no answer in {HELM_TIMEOUT_SECONDS} s") from None
+    except OSError as error:  # e.g. a Helm built for another machine
+        raise ChartsUnavailableError(f"{what}: {error.strerror or error}") from None
+    if done.returncode != 0:
+        message = " ".join(done.stderr.split()) or f"exit {done.returncode}"
+        raise ChartsUnavailableError(f"{what}: {message}")
+    return done.stdout
+
+
+def template(helm: Path, tarball: Path, release: ChartRelease, kubernetes_version: str) -> list[dict[str, Any]]:
+    """The release's objects in Helm's order (its install order), CRDs included and tests left out,
+    as the Kubernetes provider's helm.v4.Chart renders them."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as values:
+        json.dump(release.values, values)  # JSON is YAML: no YAML is written by hand
+        values.flush()
+        command = [
+            str(helm),
+            "template",
+            release.release,
+            str(tarball),
+            "--namespace",
+            release.namespace,
+            "--values",
+            values.name,
+            "--kube-version",
+            kubernetes_version,
+            "--include-crds",
+            "--skip-tests",
+        ]
+        for api_version in CLUSTER_API_VERSIONS:
+            command += ["--api-versions", api_version]
+        text = _run(command, f"helm template {release.release} ({release.tarball_name})")
+    return [_in_namespace(document, release.namespace) for document in yaml.safe_load_all(text) if document]
+
+
+def _in_namespace(document: dict[str, Any], namespace: str) -> dict[str, Any]:
+    metadata = document.get("metadata") or {}
+    if document.get("kind") in CLUSTER_SCOPED_KINDS or metadata.get("namespace"):
+        return document
+    return document | {"metadata": metadata | {"namespace": namespace}}
+
+
+def expand(
+    releases: Sequence[ChartRelease], source: ChartSource, kubernetes_version: str
+) -> dict[str, list[dict[str, Any]]]:
+    """Every release's objects, by release name. Raises ChartsUnavailableError for a missing Helm or chart."""
+    try:
+        binary = find_helm()
+    except HelmNotFoundError as error:
+        raise ChartsUnavailableError(str(error)) from None
+    # Pull one at a time (the cache is shared), then render side by side: each is its own process.
+    tarballs = [source.tarball(binary, release) for release in releases]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(releases), os.cpu_count() or 1))) as pool:
+        rendered = pool.map(
+            lambda release, tarball: template(binary, tarball, release, kubernetes_version), releases, tarballs
+        )
+        return {release.release: objects for release, objects in zip(releases, rendered, strict=True)}

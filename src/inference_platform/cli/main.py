@@ -1,0 +1,355 @@
+"""`python -m infra`: render a stack offline, diff two renders, print the config schema."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pulumi
+from rich.console import Console
+from rich.table import Table
+
+from inference_platform.analysis.capacity import Plan
+from inference_platform.cli import analyze
+from inference_platform.cli.charts import (
+    CHARTS_DIR_ENV,
+    DEFAULT_KUBERNETES_VERSION,
+    NO_CHARTS_ENV,
+    ChartRelease,
+    ChartSource,
+    ChartsUnavailableError,
+    default_cache,
+    expand,
+)
+from inference_platform.cli.diff import diff_renders, markdown_report, truncated
+from inference_platform.cli.project import ProgramNotFoundError
+from inference_platform.cli.promote import Promotion, PromotionError, parse_assignments, promote
+from inference_platform.cli.render import RenderResult, run_program
+from inference_platform.cli.render_files import chart_documents, render_texts, write_render
+from inference_platform.cli.schema import stack_file_schema
+from inference_platform.cli.stack_file import read_stack_file
+from inference_platform.config.errors import ConfigError
+from inference_platform.serving.analysis_spec import AnalysisSpec
+from inference_platform.stack.config import PROJECT, StackConfig, parse_stack_config, project_values
+
+EXIT_PROGRAM_ERROR = 1
+EXIT_CONFIG_ERROR = 2
+
+
+def _console(piped_width: int) -> Console:
+    """A terminal's own width; piped output (CI logs) gets one that fits the table, not 80 columns."""
+    return Console(highlight=False, width=None if sys.stdout.isatty() else piped_width)
+
+
+def _render(args: argparse.Namespace) -> int:
+    config_path = Path(args.config or f"Pulumi.{args.stack}.yaml")
+    out_dir = Path(args.out or f"build/{args.stack}")
+    try:
+        stack_file = read_stack_file(config_path)
+        config = parse_stack_config(project_values(stack_file.config))
+        result = run_program(args.stack, stack_file)
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except ProgramNotFoundError as error:
+        print(f"render: {error}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except pulumi.RunError as error:
+        print(f"the program failed: {error}", file=sys.stderr)
+        return EXIT_PROGRAM_ERROR
+    charts_dir = args.charts_dir or os.environ.get(CHARTS_DIR_ENV) or None
+    chart_objects: dict[str, list[dict[str, object]]] = {}
+    why_not = None
+    if args.no_charts or (os.environ.get(NO_CHARTS_ENV) and not args.charts_dir):
+        why_not = "skipped (--no-charts)" if args.no_charts else f"skipped (${NO_CHARTS_ENV} is set)"
+    else:
+        try:
+            chart_objects = _expand_charts(result, config, charts_dir)
+        except ChartsUnavailableError as error:
+            if charts_dir is not None:
+                print(f"charts: {error}", file=sys.stderr)
+                return EXIT_CONFIG_ERROR
+            why_not = f"not expanded: {error}"
+    write_render(render_texts(result, chart_objects), out_dir)
+    _print_summary(result, chart_objects, args.stack, out_dir, args.verbose)
+    _print_capacity(config.capacity())
+    if why_not is not None and result.charts:
+        print(f"Charts {why_not}")
+    return 0
+
+
+def _print_capacity(plan: Plan) -> None:
+    print(plan.headline())
+    _print_capacity_notes(plan)
+
+
+def _print_capacity_notes(plan: Plan) -> None:
+    if plan.fits_peak is False:
+        print(f"warning: at peak the models need {plan.gpus_peak} GPUs, more than the {plan.declared} declared")
+    for note in plan.notes:
+        print(f"note: {note}")
+
+
+def _stack_config(args: argparse.Namespace) -> StackConfig | None:
+    """The validated config of `--config`, or of Pulumi.<stack>.yaml; None after printing the problems."""
+    try:
+        return parse_stack_config(
+            project_values(read_stack_file(Path(args.config or f"Pulumi.{args.stack}.yaml")).config)
+        )
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return None
+
+
+def _capacity(args: argparse.Namespace) -> int:
+    config = _stack_config(args)
+    if config is None:
+        return EXIT_CONFIG_ERROR
+    plan = config.capacity()
+    if args.format == "json":
+        print(json.dumps(plan.as_json(), indent=2))
+        return 0
+    table = Table("model", "mode", "min GPUs", "peak GPUs")
+    for name, model in plan.models.items():
+        table.add_row(name, model.mode, f"{model.min:g}", f"{model.peak:g}")
+    _console(120).print(table)
+    _print_capacity(plan)
+    return 0
+
+
+def _expand_charts(
+    result: RenderResult, config: StackConfig, charts_dir: str | None
+) -> dict[str, list[dict[str, object]]]:
+    """Each registered chart's objects; from `charts_dir` only when given, else from the cache
+    (pulled from the pinned repositories when missing)."""
+    releases = [ChartRelease.from_document(document) for document in chart_documents(result)]
+    if not releases:
+        return {}
+    source = ChartSource(Path(charts_dir), pull=False) if charts_dir else ChartSource(default_cache(), pull=True)
+    return expand(releases, source, config.platform.kubernetes_version or DEFAULT_KUBERNETES_VERSION)
+
+
+# Above this many components of one type (models), the summary shows the type, not each one.
+LISTED_COMPONENTS = 20
+
+
+def _spread(counts: list[int]) -> str:
+    """min/median/max of a list of counts."""
+    ordered = sorted(counts)
+    return f"{ordered[0]}/{statistics.median(ordered):g}/{ordered[-1]}"
+
+
+def _print_summary(
+    result: RenderResult,
+    chart_objects: dict[str, list[dict[str, object]]],
+    stack: str,
+    out_dir: Path,
+    verbose: bool = False,
+) -> None:
+    console = _console(140)
+    manifests = result.manifests
+    expanded = sum(len(objects) for objects in chart_objects.values())
+    console.print(
+        f"Rendered stack [bold]{stack}[/bold]: {len(manifests)} Kubernetes objects, "
+        f"{len(result.charts)} Helm charts ({expanded} chart objects) -> {out_dir}/"
+    )
+    kinds = Table("kind", "objects", title="Objects per kind", title_justify="left")
+    for kind, count in sorted(Counter(r.inputs["kind"] for r in manifests).items()):
+        kinds.add_row(kind, str(count))
+    console.print(kinds)
+    owners = result.component_labels()
+    objects = Counter(owners[r.urn] for r in manifests)
+    charts = Counter(owners[r.urn] for r in result.charts)
+    from_charts: Counter[str] = Counter()
+    for chart in result.charts:
+        from_charts[owners[chart.urn]] += len(chart_objects.get(chart.inputs.get("name", chart.name), []))
+    by_type: dict[str, list[str]] = {}
+    for component in sorted(objects.keys() | charts.keys()):
+        by_type.setdefault(component.split("::")[0], []).append(component)
+    components = Table("component", "objects", "charts", "chart objects", title="Per component", title_justify="left")
+    for type_, members in by_type.items():
+        if verbose or len(members) <= LISTED_COMPONENTS:
+            for component in members:
+                chart_count = str(from_charts[component]) if chart_objects and charts[component] else "-"
+                components.add_row(component, str(objects[component]), str(charts[component]), chart_count)
+        else:
+            components.add_row(
+                f"{type_} x {len(members)} (min/median/max)",
+                _spread([objects[c] for c in members]),
+                _spread([charts[c] for c in members]),
+                _spread([from_charts[c] for c in members]) if chart_objects else "-",
+            )
+    console.print(components)
+    for kind in ("models", "pipelines"):
+        served = sorted((result.outputs.get(kind) or {}).items())
+        if verbose or len(served) <= LISTED_COMPONENTS:
+            for name, entry in served:
+                console.print(f"[bold]{name}[/bold] {' '.join(entry['urls'])}")
+        else:
+            console.print(f"{len(served)} {kind}: their URLs are in {out_dir}/outputs.yaml (--verbose lists them)")
+
+
+def _diff(args: argparse.Namespace) -> int:
+    for directory in (args.old, args.new):
+        if not Path(directory).is_dir():
+            print(f"not a render directory: {directory}", file=sys.stderr)
+            return EXIT_CONFIG_ERROR
+    report = markdown_report(diff_renders(Path(args.old), Path(args.new)))
+    sys.stdout.write(truncated(report, args.max_chars) if args.max_chars else report)
+    return 0
+
+
+def _promote(args: argparse.Namespace) -> int:
+    try:
+        promotion = Promotion(
+            model=args.model,
+            weights=parse_assignments(args.weights, "--weights", int) if args.weights else {},
+            mirrors=parse_assignments(args.mirror, "--mirror", float) if args.mirror else {},
+            add_version=args.add_version,
+            model_uri=args.model_uri,
+            retire=tuple(filter(None, (args.retire or "").split(","))),
+        )
+        promote(args.stack, Path(args.config or f"Pulumi.{args.stack}.yaml"), promotion, sys.stdout)
+    except PromotionError as error:
+        print(f"promote: {error}; nothing was written", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except ProgramNotFoundError as error:
+        print(f"promote: {error}; nothing was written", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except pulumi.RunError as error:
+        print(f"promote: the program failed: {error}; nothing was written", file=sys.stderr)
+        return EXIT_PROGRAM_ERROR
+    return 0
+
+
+EXIT_PROMETHEUS_UNAVAILABLE = 4
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    try:
+        at = analyze.parse_time(args.at)
+    except ValueError as error:
+        print(f"analyze: --at: {error}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    config = _stack_config(args)
+    if config is None:
+        return EXIT_CONFIG_ERROR
+    if args.model is not None and args.model not in {m.name for m in config.models}:
+        print(f"analyze: --model: the stack has no model {args.model!r}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    try:
+        report = analyze.analyze(config, args.stack, analyze.Prometheus(args.prometheus, at), args.window, args.model)
+    except analyze.PrometheusError as error:
+        print(f"analyze: {error}", file=sys.stderr)
+        return EXIT_PROMETHEUS_UNAVAILABLE
+    if args.format == "json":
+        print(analyze.as_json(report))
+    elif args.format == "markdown":
+        sys.stdout.write(analyze.markdown(report))
+    else:
+        _console(200).print(analyze.table(report))
+    return analyze.exit_code(report)
+
+
+def _window(text: str) -> str:
+    """A Prometheus duration, checked the way the stack config checks one."""
+    try:
+        return AnalysisSpec(window=text).window
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 10m, 1h)") from None
+
+
+def _schema(_: argparse.Namespace) -> int:
+    print(json.dumps(stack_file_schema(), indent=2, sort_keys=True))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="python -m infra", description=f"Tools for the {PROJECT} Pulumi program.")
+    commands = root.add_subparsers(dest="command", required=True)
+
+    render = commands.add_parser("render", help="render a stack offline through the Pulumi SDK's mocks")
+    render.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    render.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
+    render.add_argument("--out", help="output directory (default build/<stack>)")
+    charts = render.add_mutually_exclusive_group()
+    charts.add_argument(
+        "--charts-dir",
+        metavar="DIR",
+        help=f"expand charts from the pinned tarballs <chart>-<version>.tgz in DIR (or ${CHARTS_DIR_ENV}); "
+        "a missing chart or Helm is then an error",
+    )
+    charts.add_argument("--no-charts", action="store_true", help="do not expand the charts with Helm")
+    render.add_argument(
+        "--verbose", action="store_true", help=f"list every component and model, even above {LISTED_COMPONENTS}"
+    )
+    render.set_defaults(handler=_render)
+
+    diff = commands.add_parser("diff", help="Markdown report of what changed between two render directories")
+    diff.add_argument("old")
+    diff.add_argument("new")
+    diff.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="cut the report at a whole line to fit N characters (GitHub comments hold 65536)",
+    )
+    diff.set_defaults(handler=_diff)
+
+    promote = commands.add_parser(
+        "promote",
+        help="move traffic between a model's versions in Pulumi.<stack>.yaml, then print the render diff",
+        description="Moves run in this order: --add-version, --weights, --mirror, --retire; the result is "
+        "validated before the file is written, comments and secrets untouched.",
+    )
+    promote.add_argument("--stack", required=True)
+    promote.add_argument("--config", help="stack file to edit instead of Pulumi.<stack>.yaml")
+    promote.add_argument("--model", required=True)
+    promote.add_argument("--weights", metavar="V=N,...", help="live weights, e.g. v1=50,v2=50 (a shadow goes live)")
+    promote.add_argument("--mirror", metavar="V=P,...", help="mirror shares, e.g. v3=20; v3=0 stops the shadow")
+    promote.add_argument("--add-version", metavar="V", help="a new version, idle until given a weight or mirror")
+    promote.add_argument("--model-uri", metavar="URI", help="the new version's files (with --add-version)")
+    promote.add_argument("--retire", metavar="V,...", help="versions to remove")
+    promote.set_defaults(handler=_promote)
+
+    analysis = commands.add_parser(
+        "analyze",
+        help="judge every canary and shadow against its primary from Prometheus",
+        description="Exit 0: every candidate passes (or there is none); 1: one fails; 3: none fails but some "
+        "have too few requests; 2: bad usage or config; 4: Prometheus unreachable or answering garbage. "
+        f"A bearer token is read from ${'PROMETHEUS_TOKEN'} when set.",
+    )
+    analysis.add_argument("--stack", required=True)
+    analysis.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
+    analysis.add_argument("--prometheus", required=True, metavar="URL", help="the platform Prometheus' base URL")
+    analysis.add_argument("--model", help="only this model")
+    analysis.add_argument("--window", type=_window, help="instead of each model's analysis.window (e.g. 10m)")
+    analysis.add_argument("--at", metavar="TIME", help="end of the window: RFC 3339 or Unix seconds (default now)")
+    analysis.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    analysis.set_defaults(handler=_analyze)
+
+    capacity = commands.add_parser(
+        "capacity", help="the GPUs the stack's models hold at minimum replicas and at peak, from its config alone"
+    )
+    capacity.add_argument("--stack", required=True)
+    capacity.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
+    capacity.add_argument("--format", choices=["table", "json"], default="table")
+    capacity.set_defaults(handler=_capacity)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of a stack file")
+    schema.set_defaults(handler=_schema)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    code: int = args.handler(args)
+    return code

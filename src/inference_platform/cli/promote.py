@@ -1,0 +1,204 @@
+"""`python -m infra promote`: the everyday traffic moves, made in the stack file itself.
+
+The file is edited as a round trip (ruamel.yaml): comments, key order, quoting and encrypted
+`secure:` values stay exactly as they were, so the pull request shows only the move. The result
+is validated by the program's own schema before anything is written, and the render diff of
+the move is printed for the reviewer.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, MutableMapping, MutableSequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.util import load_yaml_guess_indent
+
+from inference_platform.cli.diff import diff_renders, markdown_report
+from inference_platform.cli.render import run_program
+from inference_platform.cli.render_files import render_texts, write_render
+from inference_platform.cli.stack_file import read_stack_file, read_stack_text, stack_file_from_document
+from inference_platform.config.errors import ConfigError, Problem
+from inference_platform.config.limits import nesting_problem
+from inference_platform.stack.config import PROJECT, parse_stack_config, project_values
+
+MODELS_KEY = f"{PROJECT}:models"
+
+
+class PromotionError(Exception):
+    """The move cannot be made as asked; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Promotion:
+    model: str
+    weights: dict[str, int] = field(default_factory=dict)
+    mirrors: dict[str, float] = field(default_factory=dict)
+    add_version: str | None = None
+    model_uri: str | None = None
+    retire: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.weights or self.mirrors or self.add_version or self.model_uri or self.retire)
+
+
+def parse_assignments(text: str, option: str, number: Callable[[str], float]) -> dict[str, Any]:
+    """'v1=50,v2=50' -> {'v1': 50, 'v2': 50}."""
+    result: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise PromotionError(f"{option}: write <version>=<number>, not {item!r}")
+        try:
+            result[name.strip()] = number(value.strip())
+        except ValueError:
+            raise PromotionError(f"{option}: {value.strip()!r} is not a number (in {item!r})") from None
+    if not result:
+        raise PromotionError(f"{option}: name at least one version")
+    return result
+
+
+def _find_model(config: Mapping[str, Any], name: str) -> MutableMapping[str, Any]:
+    models = config.get(MODELS_KEY)
+    if not isinstance(models, MutableSequence):
+        raise PromotionError(f"the stack file has no {MODELS_KEY} list")
+    for model in models:
+        if isinstance(model, MutableMapping) and model.get("name") == name:
+            return model
+    known = ", ".join(str(m.get("name")) for m in models if isinstance(m, Mapping))
+    raise PromotionError(f"no model named {name!r} in the stack (models: {known or 'none'})")
+
+
+def _version(versions: MutableSequence[Any], name: str, model: str) -> MutableMapping[str, Any]:
+    for version in versions:
+        if isinstance(version, MutableMapping) and version.get("name") == name:
+            return version
+    known = ", ".join(str(v.get("name")) for v in versions if isinstance(v, Mapping))
+    raise PromotionError(f"model {model!r} has no version {name!r} (versions: {known})")
+
+
+def apply(document: MutableMapping[str, Any], promotion: Promotion) -> None:
+    """Make the move on a round-trip document: add, then weights, then mirrors, then retire."""
+    model = _find_model(document.get("config") or {}, promotion.model)
+    versions = model.get("versions")
+    if not isinstance(versions, MutableSequence):
+        raise PromotionError(f"model {promotion.model!r} has no versions list")
+    if promotion.add_version is not None:
+        if promotion.model_uri is None:
+            raise PromotionError("--add-version needs --model-uri: where the new version's files are")
+        if any(isinstance(v, Mapping) and v.get("name") == promotion.add_version for v in versions):
+            raise PromotionError(f"model {promotion.model!r} already has a version {promotion.add_version!r}")
+        added = CommentedMap()
+        added["name"] = promotion.add_version
+        added["modelUri"] = promotion.model_uri
+        added["weight"] = 0  # deployed but idle until a weight or a mirror says otherwise
+        versions.append(added)
+    elif promotion.model_uri is not None:
+        raise PromotionError("--model-uri goes with --add-version")
+    for name, weight in promotion.weights.items():
+        version = _version(versions, name, promotion.model)
+        version.pop("mirrorPercent", None)  # a shadow given a weight goes live
+        version["weight"] = weight
+    for name, percent in promotion.mirrors.items():
+        version = _version(versions, name, promotion.model)
+        if percent:
+            version.pop("weight", None)  # a live version given a mirror share becomes a shadow
+            version["mirrorPercent"] = int(percent) if float(percent).is_integer() else percent
+        elif "mirrorPercent" in version:
+            del version["mirrorPercent"]
+            version["weight"] = 0  # the shadow stops; the version stays deployed, idle
+        else:
+            raise PromotionError(f"--mirror {name}=0: version {name!r} is not a shadow")
+    for name in promotion.retire:
+        versions.remove(_version(versions, name, promotion.model))
+
+
+def _mapping_indent(text: str) -> int:
+    """How far the file indents a mapping inside a mapping (2 when it never does)."""
+    parent: tuple[int, str] | None = None
+    for line in text.splitlines():
+        content = line.strip()
+        if not content or content.startswith("#"):
+            continue
+        depth = len(line) - len(line.lstrip(" "))
+        if parent is not None and depth > parent[0] and not content.startswith("-"):
+            return depth - parent[0]
+        is_key = content.endswith(":") and not content.startswith("-")
+        parent = (depth, content) if is_key else None
+    return 2
+
+
+def _round_trip(text: str) -> tuple[YAML, Any]:
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = sys.maxsize  # never re-wrap long lines
+    try:
+        # ruamel guesses how sequences are indented; a mapping's indent it leaves to us.
+        _, sequence_indent, dash_offset = load_yaml_guess_indent(text)
+        yaml.indent(mapping=_mapping_indent(text), sequence=sequence_indent or 2, offset=dash_offset or 0)
+        document = yaml.load(text)
+    except YAMLError as error:
+        raise PromotionError(f"the stack file is not valid YAML: {error}") from None
+    except RecursionError:
+        raise PromotionError("the stack file nests values too deeply to edit") from None
+    problem = nesting_problem(document)
+    if problem is not None:
+        raise PromotionError(f"the stack file {problem}")
+    return yaml, document
+
+
+def _dump(yaml: YAML, document: Any) -> str:
+    buffer = io.StringIO()
+    yaml.dump(document, buffer)
+    return buffer.getvalue()
+
+
+def edit(text: str, promotion: Promotion) -> str:
+    """The stack file's text after the move."""
+    yaml, document = _round_trip(text)
+    if not isinstance(document, MutableMapping):
+        raise PromotionError("the stack file is not a mapping")
+    apply(document, promotion)
+    return _dump(yaml, document)
+
+
+def _validate(text: str, path: Path) -> None:
+    _, document = _round_trip(text)
+    stack_file = stack_file_from_document(document, path)
+    parse_stack_config(project_values(stack_file.config))
+
+
+def _render(stack: str, path: Path, out: Path) -> None:
+    write_render(render_texts(run_program(stack, read_stack_file(path))), out)
+
+
+def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
+    """Edit, validate, show the render diff, then write. Raises PromotionError or ConfigError."""
+    if promotion.empty:
+        raise PromotionError("nothing to do: give --weights, --mirror, --add-version or --retire")
+    original = read_stack_text(path)
+    edited = edit(original, promotion)
+    try:
+        _validate(edited, path)
+    except ConfigError as error:
+        intro = Problem("", "the move would leave the stack invalid; nothing was written")
+        raise ConfigError([intro, *error.problems]) from None
+    with tempfile.TemporaryDirectory(prefix="promote-") as scratch:
+        root = Path(scratch)
+        proposed = root / path.name
+        proposed.write_text(edited, encoding="utf-8")
+        _render(stack, path, root / "before")
+        _render(stack, proposed, root / "after")
+        out.write(markdown_report(diff_renders(root / "before", root / "after")))
+    staged = path.with_name(f".{path.name}.promote")
+    staged.write_text(edited, encoding="utf-8")
+    os.replace(staged, path)

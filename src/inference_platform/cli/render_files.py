@@ -1,0 +1,172 @@
+"""The render directory, byte-identical for the same config: manifests.yaml (the program's objects),
+charts.yaml (the charts it installs, with their values), charts/<release>.yaml (each chart's
+objects as Helm expands them) and outputs.yaml (the stack outputs)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from inference_platform.cli.render import RenderResult
+
+MANIFESTS = "manifests.yaml"
+CHARTS = "charts.yaml"
+CHART_OBJECTS = "charts"
+OUTPUTS = "outputs.yaml"
+
+# Dependencies first, roughly the order Helm installs kinds in; other kinds follow alphabetically.
+KIND_ORDER = [
+    "Namespace",
+    "CustomResourceDefinition",
+    "ServiceAccount",
+    "Secret",
+    "ConfigMap",
+    "PersistentVolumeClaim",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "HorizontalPodAutoscaler",
+    "PodDisruptionBudget",
+    "NetworkPolicy",
+    "Gateway",
+    "DestinationRule",
+    "VirtualService",
+]
+_TOP_KEYS = ["apiVersion", "kind", "metadata", "spec", "data", "stringData"]
+
+
+def object_key(manifest: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """Identity of an object: apiVersion, kind, namespace, name."""
+    metadata = manifest.get("metadata", {})
+    return manifest["apiVersion"], manifest["kind"], metadata.get("namespace", ""), metadata.get("name", "")
+
+
+def _sort_key(manifest: Mapping[str, Any]) -> tuple[int, str, str, str, str]:
+    api_version, kind, namespace, name = object_key(manifest)
+    rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+    return rank, kind, namespace, name, api_version
+
+
+def _sorted_mapping(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _sorted_mapping(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_mapping(item) for item in value]
+    return value
+
+
+def _ordered_object(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """apiVersion, kind, metadata, spec first (as a reader expects), the rest sorted."""
+    first = [key for key in _TOP_KEYS if key in manifest]
+    rest = sorted(key for key in manifest if key not in _TOP_KEYS)
+    return {key: _sorted_mapping(manifest[key]) for key in first + rest}
+
+
+class _Dumper(yaml.CSafeDumper):
+    """Block style, multi-line strings (generated config files) as literal blocks."""
+
+
+def _represent_str(dumper: yaml.CSafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def dump_documents(documents: Iterable[Any]) -> str:
+    return yaml.dump_all(
+        documents, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120
+    )
+
+
+def manifest_documents(result: RenderResult) -> list[dict[str, Any]]:
+    manifests = [r.inputs for r in result.manifests]
+    return [_ordered_object(m) for m in sorted(manifests, key=_sort_key)]
+
+
+def chart_documents(result: RenderResult) -> list[dict[str, Any]]:
+    charts = []
+    for registration in result.charts:
+        inputs = registration.inputs
+        charts.append(
+            {
+                "name": inputs.get("name", registration.name),
+                "kind": "helm.v4.Chart" if "v4" in registration.type else "helm.v3.Release",
+                "chart": inputs.get("chart"),
+                "version": inputs.get("version"),
+                "repository": (inputs.get("repositoryOpts") or {}).get("repo"),
+                "namespace": inputs.get("namespace"),
+                "values": _sorted_mapping(inputs.get("values") or {}),
+            }
+        )
+    return sorted(charts, key=lambda c: (c["namespace"] or "", c["name"]))
+
+
+def chart_objects_file(release: str) -> str:
+    return f"{CHART_OBJECTS}/{release}.yaml"
+
+
+def render_texts(
+    result: RenderResult, chart_objects: Mapping[str, list[dict[str, Any]]] | None = None
+) -> dict[str, str]:
+    """The render directory's files and their contents; `chart_objects` are the expanded charts,
+    by release, each kept in Helm's order."""
+    texts = {
+        MANIFESTS: dump_documents(manifest_documents(result)),
+        CHARTS: dump_documents(chart_documents(result)),
+        OUTPUTS: dump_documents([_sorted_mapping(result.outputs)]),
+    }
+    for release, objects in sorted((chart_objects or {}).items()):
+        texts[chart_objects_file(release)] = dump_documents(objects)
+    return texts
+
+
+def write_render(texts: Mapping[str, str], out_dir: Path) -> None:
+    """Replace `out_dir` with the new files all at once: never a half-written render."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
+    staging.chmod(0o755)
+    try:
+        for name, text in texts.items():
+            path = staging / name
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        if out_dir.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-old-", dir=out_dir.parent))
+            out_dir.rename(retired / out_dir.name)
+            staging.rename(out_dir)
+            shutil.rmtree(retired)
+        else:
+            staging.rename(out_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+
+
+def _load(path: Path) -> list[Any]:
+    if not path.exists():
+        return []
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc is not None]
+
+
+def read_render(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """(manifests, charts, outputs) of a render directory."""
+    outputs = _load(directory / OUTPUTS)
+    return _load(directory / MANIFESTS), _load(directory / CHARTS), outputs[0] if outputs else {}
+
+
+def read_chart_objects(directory: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each expanded chart's objects, by release; empty when the render did not expand charts."""
+    return {path.stem: _load(path) for path in sorted((directory / CHART_OBJECTS).glob("*.yaml"))}

@@ -1,0 +1,119 @@
+"""Reading a Pulumi.<stack>.yaml the way the Pulumi CLI hands it to a program, without the CLI.
+
+The CLI passes every config value to the program as a string (objects and lists JSON-encoded)
+and decrypts `secure:` values. Offline there is no key to decrypt with, so a secure value
+becomes a placeholder that the program treats as a secret like any other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from inference_platform.config.errors import ConfigError, Problem
+from inference_platform.config.limits import MAX_NESTING, nesting_problem
+
+MAX_FILE_BYTES = 1024 * 1024
+SECRET_PLACEHOLDER = "[secret]"
+
+
+@dataclass(frozen=True)
+class StackFile:
+    path: Path
+    config: dict[str, str]
+    """Every `namespace:key` in the file, valued as the CLI passes it to the program."""
+    secret_keys: list[str]
+
+
+def _fail(path: Path, message: str) -> ConfigError:
+    return ConfigError([Problem("", f"{path}: {message}")])
+
+
+def read_stack_text(path: Path) -> str:
+    """A stack file's text, refused when it is unreadable or too large to be a stack file."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise _fail(path, f"is {size} bytes; a stack file may be at most {MAX_FILE_BYTES} bytes")
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise _fail(path, f"cannot read the stack file ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise _fail(path, f"is not UTF-8 text: {error}") from None
+
+
+def _load_yaml(text: str, path: Path) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise _fail(path, f"is not valid YAML: {error}") from None
+    except RecursionError:
+        raise _fail(path, f"nests values more than {MAX_NESTING} levels deep; refusing to read it") from None
+
+
+def _is_secure(value: Any) -> bool:
+    return isinstance(value, Mapping) and set(value) == {"secure"}
+
+
+def _unseal(value: Any) -> tuple[Any, bool]:
+    """Replace `secure:` values by the placeholder; say whether there were any."""
+    if _is_secure(value):
+        return SECRET_PLACEHOLDER, True
+    if isinstance(value, Mapping):
+        pairs = [(key, _unseal(item)) for key, item in value.items()]
+        return {key: item for key, (item, _) in pairs}, any(found for _, (_, found) in pairs)
+    if isinstance(value, list):
+        items = [_unseal(item) for item in value]
+        return [item for item, _ in items], any(found for _, found in items)
+    return value, False
+
+
+def wire_value(value: Any) -> str:
+    """How the Pulumi CLI passes one config value to a program."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (Mapping, list)):
+        return json.dumps(value, separators=(",", ":"), default=str)
+    if value is None:
+        return ""
+    return str(value)
+
+
+def read_stack_file(path: Path) -> StackFile:
+    """Load and decode a stack file; raises ConfigError with a clear reason when it cannot."""
+    return stack_file_from_document(_load_yaml(read_stack_text(path), path), path)
+
+
+def stack_file_from_document(document: Any, path: Path) -> StackFile:
+    """Decode a loaded stack file document (plain data, or ruamel's round-trip containers)."""
+    problem = nesting_problem(document)
+    if problem is not None:
+        raise _fail(path, problem)
+    if document is None:
+        document = {}
+    if not isinstance(document, Mapping):
+        raise _fail(path, "must be a mapping with a `config:` section")
+    raw_config = document.get("config") or {}
+    if not isinstance(raw_config, Mapping):
+        raise _fail(path, "its `config:` section must be a mapping of `namespace:key: value`")
+    config: dict[str, str] = {}
+    secret_keys: list[str] = []
+    problems = []
+    for key, value in raw_config.items():
+        if not isinstance(key, str) or ":" not in key:
+            problems.append(Problem(str(key), "config keys are namespaced: write inference-platform:<key>"))
+            continue
+        unsealed, secret = _unseal(value)
+        config[key] = wire_value(unsealed)
+        if secret:
+            secret_keys.append(key)
+    if problems:
+        raise ConfigError(problems)
+    return StackFile(path=path, config=config, secret_keys=secret_keys)

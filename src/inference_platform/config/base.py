@@ -1,0 +1,202 @@
+"""The base every config model derives from, and the value types Kubernetes imposes on them.
+
+Config is written by people in YAML, so models use camelCase keys (as Kubernetes does),
+refuse unknown keys (a typo must not be silently ignored) and are immutable once parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+
+class ConfigModel(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        str_strip_whitespace=False,
+    )
+
+
+def config_problems(problems: list[tuple[str, str]]) -> PydanticCustomError:
+    """An error for problems found by a model validator, each with a path relative to the model.
+
+    Pydantic reports a model validator's error at the model's own location. Cross-field
+    checks (weights that must add up, names that must be unique) know better which field is
+    wrong, so they raise this error carrying (relative path, message) pairs; config/errors.py
+    turns each pair into its own line with the full path.
+    """
+    summary = "; ".join(f"{path}: {message}" if path else message for path, message in problems)
+    return PydanticCustomError("config_problem", "{summary}", {"summary": summary, "problems": problems})
+
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Kubernetes resource.Quantity: a signed decimal with an optional binary or decimal suffix.
+_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+# The name part of a label key, and a label value.
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+# Durations as Istio and Kubernetes write them: 1h, 30s, 250ms, 1m30s.
+_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(h|m|s|ms|us|µs|ns))+$")
+
+
+def check_dns1123_label(value: str) -> str:
+    if len(value) > 63 or not _DNS1123_LABEL.match(value):
+        raise PydanticCustomError(
+            "dns1123_label",
+            "'{value}' is not a valid name: use at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit",
+            {"value": value},
+        )
+    return value
+
+
+def check_dns1035_label(value: str) -> str:
+    if len(value) > 63 or not _DNS1035_LABEL.match(value):
+        raise PydanticCustomError(
+            "dns1035_label",
+            "'{value}' is not a valid name: use at most 63 lowercase letters, digits and '-', "
+            "starting with a letter and ending with a letter or digit",
+            {"value": value},
+        )
+    return value
+
+
+def check_dns1123_subdomain(value: str) -> str:
+    if len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value) or any(len(p) > 63 for p in value.split(".")):
+        raise PydanticCustomError(
+            "dns1123_subdomain",
+            "'{value}' is not a valid DNS name: lowercase labels of letters, digits and '-' "
+            "separated by dots, each label at most 63 characters",
+            {"value": value},
+        )
+    return value
+
+
+def check_quantity(value: str | int | float) -> str:
+    text = str(value)
+    if not _QUANTITY.match(text):
+        raise PydanticCustomError(
+            "quantity",
+            "'{value}' is not a Kubernetes quantity (examples: 500m, 2, 1.5, 512Mi, 4Gi)",
+            {"value": text},
+        )
+    return text
+
+
+def _label_problem(key: str, value: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        return f"label key '{key}' has a prefix that is not a DNS name"
+    if len(name) > 63 or not _LABEL_NAME.match(name):
+        return f"label key '{key}' is not a valid name (at most 63 letters, digits, '-', '_' and '.')"
+    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+        return f"label value '{value}' of '{key}' is not valid (at most 63 letters, digits, '-', '_' and '.')"
+    return None
+
+
+def check_labels(value: dict[str, str]) -> dict[str, str]:
+    for key, label_value in value.items():
+        problem = _label_problem(key, label_value)
+        if problem is not None:
+            raise PydanticCustomError("labels", "{problem}", {"problem": problem})
+    return value
+
+
+_UNIT_SECONDS = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns)")
+MAX_DURATION_SECONDS = 24 * 3600
+
+
+def duration_seconds(value: str) -> float:
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(value))
+
+
+_UNIT_NANOSECONDS = {"h": 3600 * 10**9, "m": 60 * 10**9, "s": 10**9, "ms": 10**6, "us": 10**3, "µs": 10**3, "ns": 1}
+
+
+def duration_nanoseconds(value: str) -> Fraction:
+    """A duration exactly, in nanoseconds: for comparing two durations (float seconds are not
+    exact: 102ms comes out as 0.10200000000000001 s, longer than 0.102s)."""
+    return sum(
+        (Fraction(number) * _UNIT_NANOSECONDS[unit] for number, unit in _DURATION_PART.findall(value)), Fraction(0)
+    )
+
+
+def check_duration(value: str) -> str:
+    if not _DURATION.match(value):
+        raise PydanticCustomError(
+            "duration", "'{value}' is not a duration (examples: 30s, 1m30s, 250ms)", {"value": value}
+        )
+    if duration_seconds(value) > MAX_DURATION_SECONDS:
+        raise PydanticCustomError("duration", "'{value}' is longer than a day", {"value": value})
+    return value
+
+
+DNS1123Label = Annotated[str, AfterValidator(check_dns1123_label)]
+"""Names of most Kubernetes objects and label values: lowercase alphanumerics and '-'."""
+
+DNS1035Label = Annotated[str, AfterValidator(check_dns1035_label)]
+"""Service names: a DNS-1123 label that starts with a letter."""
+
+DNSSubdomain = Annotated[str, AfterValidator(check_dns1123_subdomain)]
+
+Quantity = Annotated[str | int | float, AfterValidator(check_quantity)]
+"""A Kubernetes resource quantity, kept as the string the API server will see."""
+
+Duration = Annotated[str, AfterValidator(check_duration)]
+
+Labels = Annotated[dict[str, str], AfterValidator(check_labels)]
+"""Kubernetes labels (or a label selector's matchLabels)."""
+
+Percent = Annotated[float, Field(gt=0, le=100)]
+
+
+def duplicate_problems(names: list[str], path: str, what: str) -> list[tuple[str, str]]:
+    """One problem for each repeat of a name; `path` is formatted with the index of the repeat."""
+    first_seen: dict[str, int] = {}
+    problems = []
+    for index, name in enumerate(names):
+        if name in first_seen:
+            also = path.format(first_seen[name])
+            problems.append((path.format(index), f"{what} '{name}' is defined twice (also {also})"))
+        first_seen.setdefault(name, index)
+    return problems
+
+
+def drop_none(mapping: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a mapping without its None values, for optional fields of Kubernetes objects."""
+    return {key: value for key, value in mapping.items() if value is not None}
+
+
+def find_cycles(edges: Mapping[str, list[str]]) -> list[list[str]]:
+    """Each circle in a graph (calls between models, a pipeline's nodes) once, as the path that
+    closes it (a -> b -> a), found depth-first from each start in order (iteratively: a long
+    chain must not recurse)."""
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+    for start in edges:
+        if start in done:
+            continue
+        path = [start]
+        pending = [iter(edges.get(start, []))]
+        while pending:
+            target = next(pending[-1], None)
+            if target is None:
+                done.add(path.pop())
+                pending.pop()
+            elif target in path:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in done:
+                path.append(target)
+                pending.append(iter(edges.get(target, [])))
+    return cycles

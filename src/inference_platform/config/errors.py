@@ -1,0 +1,156 @@
+"""Config problems as people read them: one line each, `path: plain sentence`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+
+@dataclass(frozen=True)
+class Discriminated:
+    """A discriminated union in a config tree: the key that selects the variant, its values, what
+    reports call it, and the fields (besides list items) that hold one. Pydantic puts the selected
+    value into error paths; reports take it out again."""
+
+    key: str
+    tags: tuple[str, ...]
+    what: str
+    fields: frozenset[str] = frozenset()
+
+
+def printable(text: str) -> str:
+    """Text with control and other unprintable characters escaped (\\x1e), so that a key or value
+    from the config can never break a report into misleading lines."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        text = f"{self.path}: {self.message}" if self.path else self.message
+        return printable(text)
+
+
+class ConfigError(Exception):
+    """The stack config is invalid; carries every problem found, not just the first."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__(self.report())
+
+    def report(self) -> str:
+        count = len(self.problems)
+        lines = [f"invalid stack config ({count} problem{'s' if count != 1 else ''}):"]
+        lines += [f"  {problem}" for problem in self.problems]
+        return "\n".join(lines)
+
+
+def format_path(loc: Sequence[int | str]) -> str:
+    """('models', 0, 'versions', 1, 'weight') -> models[0].versions[1].weight"""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def join_path(base: str, relative: str) -> str:
+    if not relative:
+        return base
+    if not base or relative.startswith("["):
+        return base + relative
+    return f"{base}.{relative}"
+
+
+@dataclass(frozen=True)
+class _Selected:
+    """A variant a path went through: its union, the tag that chose it, the path's length there."""
+
+    union: Discriminated
+    tag: str
+    depth: int
+
+
+def _strip_tags(loc: Sequence[int | str], unions: Sequence[Discriminated]) -> tuple[list[int | str], _Selected | None]:
+    """Take the discriminators' values out of a path; returns it, and the innermost variant it went through."""
+    out: list[int | str] = []
+    selected = None
+    for index, part in enumerate(loc):
+        previous = loc[index - 1] if index > 0 else None
+        holder = next(
+            (u for u in unions if part in u.tags and (isinstance(previous, int) or previous in u.fields)), None
+        )
+        if isinstance(part, str) and index > 0 and holder is not None:
+            selected = _Selected(holder, part, len(out))
+            continue
+        out.append(part)
+    return out, selected
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _message(
+    item: Any, loc: list[int | str], unions: Sequence[Discriminated], selected: _Selected | None
+) -> tuple[str, str]:
+    """(extra path, sentence) for one pydantic error."""
+    kind = item["type"]
+    ctx = item.get("ctx") or {}
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        discriminator = str(ctx["discriminator"]).strip("'")
+        union = next(u for u in unions if u.key == discriminator)
+        if kind == "union_tag_invalid":
+            return discriminator, f"unknown {union.what} {ctx['tag']!r}: use one of {', '.join(union.tags)}"
+        return discriminator, f"required: set {discriminator} to one of {', '.join(union.tags)}"
+    if kind == "extra_forbidden":
+        if selected is not None and len(loc) == selected.depth + 1:
+            return "", f"{loc[-1]!r} is not a setting of the {selected.tag} {selected.union.what}"
+        return "", f"unknown setting {loc[-1]!r}: check its spelling"
+    if kind == "missing":
+        return "", "required, but not set"
+    if kind == "too_short" and ctx.get("min_length") == 1:
+        return "", "must not be empty"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return "", f"must be a mapping of settings, not {_shown(item['input'])}"
+    message = str(item["msg"])
+    if not kind.startswith(("dns", "quantity", "duration", "model_uri")):
+        message += f" (got {_shown(item['input'])})"
+    return "", message
+
+
+def problems_from_validation(
+    error: ValidationError, unions: Sequence[Discriminated] = (), prefix: Sequence[int | str] = ()
+) -> list[Problem]:
+    """Every problem of a failed validation, sorted by path; `unions` are the discriminated unions
+    the validated model holds."""
+    problems: list[Problem] = []
+    for item in error.errors(include_url=False):
+        loc, selected = _strip_tags([*prefix, *item["loc"]], unions)
+        path = format_path(loc)
+        if item["type"] == "config_problem":
+            problems += [Problem(join_path(path, rel), message) for rel, message in item["ctx"]["problems"]]
+            continue
+        extra, message = _message(item, loc, unions, selected)
+        problems.append(Problem(join_path(path, extra), message))
+    return sorted(set(problems), key=lambda p: (_path_sort_key(p.path), p.message))
+
+
+def _path_sort_key(path: str) -> list[tuple[int, int | str]]:
+    """Sort models[2] before models[10]: split paths into names and numbers."""
+    key: list[tuple[int, int | str]] = []
+    for token in path.replace("[", ".[").split("."):
+        if token.startswith("[") and token.endswith("]") and token[1:-1].isdigit():
+            key.append((0, int(token[1:-1])))
+        elif token:
+            key.append((1, token))
+    return key

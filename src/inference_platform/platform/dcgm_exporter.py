@@ -1,0 +1,59 @@
+"""NVIDIA dcgm-exporter: per-GPU metrics from every GPU node, labelled with the pod using each GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pydantic import Field
+
+from inference_platform import pins
+from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.kube import register
+from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.platform.helm import chart, merge_values
+
+RELEASE = "dcgm-exporter"
+PORT = 9400
+
+
+class DcgmExporterConfig(ConfigModel):
+    enabled: bool = False
+    namespace: DNS1123Label = "gpu-monitoring"
+    values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
+
+
+def dcgm_values(nodes: GpuNodes) -> dict[str, Any]:
+    # The chart always runs the exporter in Kubernetes mode (DCGM_EXPORTER_KUBERNETES=true), which
+    # labels each GPU's series with the pod, namespace and container that hold the GPU.
+    return {
+        # The ServiceMonitor needs the Prometheus Operator's CRDs; Prometheus here follows annotations.
+        "serviceMonitor": {"enabled": False},
+        "service": {
+            "enable": True,
+            "port": PORT,
+            "annotations": {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": str(PORT),
+                "prometheus.io/path": "/metrics",
+            },
+        },
+        "nodeSelector": dict(sorted(nodes.node_selector.items())),
+        "tolerations": [t.to_kubernetes() for t in nodes.tolerations],
+    }
+
+
+class DcgmExporter(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, config: DcgmExporterConfig, nodes: GpuNodes, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("inference-platform:platform:DcgmExporter", name, None, opts)
+        ns = register(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": config.namespace}},
+            pulumi.ResourceOptions(parent=self),
+        )
+        values = merge_values(dcgm_values(nodes), config.values)
+        chart(
+            RELEASE, pins.DCGM_EXPORTER, config.namespace, values, pulumi.ResourceOptions(parent=self, depends_on=[ns])
+        )
+        self.register_outputs({})

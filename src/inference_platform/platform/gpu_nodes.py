@@ -1,0 +1,53 @@
+"""The cluster's GPU nodes: where GPU pods (and the GPU agents: dcgm-exporter, HAMi's device plugin)
+run, the taints they tolerate, and how many GPUs the cluster has, for the capacity plan."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from inference_platform.config.base import ConfigModel, Labels, config_problems
+
+# The NVIDIA device plugin's resource (HAMi reuses it as the count of vGPUs); GPU nodes are tainted with it.
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+class Toleration(ConfigModel):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    def to_kubernetes(self) -> dict[str, str]:
+        return self.model_dump(exclude_none=True)
+
+
+class GpuNodes(ConfigModel):
+    """Where GPU pods may run: the node labels to select and the taints to tolerate."""
+
+    node_selector: Labels = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    tolerations: list[Toleration] = Field(
+        default_factory=lambda: [Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")]
+    )
+    memory_mib: Annotated[int, Field(gt=0)] | None = Field(
+        default=None, description="Memory of one GPU in MiB; turns a vGPU memoryPercent cap into MiB."
+    )
+    count: Annotated[int, Field(ge=0, le=100_000)] | None = Field(
+        default=None, description="GPU nodes in the cluster, for the capacity plan (with gpusPerNode)."
+    )
+    gpus_per_node: Annotated[int, Field(ge=1, le=64)] | None = Field(
+        default=None, description="GPUs on each GPU node, for the capacity plan (with count)."
+    )
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> GpuNodes:
+        if (self.count is None) != (self.gpus_per_node is None):
+            missing = "gpusPerNode" if self.gpus_per_node is None else "count"
+            raise config_problems([(missing, "set count and gpusPerNode together: they declare the cluster's GPUs")])
+        return self
+
+    @property
+    def declared(self) -> int | None:
+        """The cluster's GPUs, when declared."""
+        return None if self.count is None or self.gpus_per_node is None else self.count * self.gpus_per_node

@@ -1,0 +1,141 @@
+"""HAMi: GPU sharing. Its device plugin splits GPUs into vGPUs with memory and compute caps, and
+its scheduler (a kube-scheduler with HAMi's extender) places pods that ask for them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Annotated, Any
+
+import pulumi
+from pydantic import Field
+
+from inference_platform import pins
+from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.platform.gpu_nodes import GPU_RESOURCE, GpuNodes
+from inference_platform.platform.helm import merge_values, release
+
+RELEASE = "hami"
+MONITOR_PORT = 9394
+SCHEDULER_NAME = "hami-scheduler"
+
+# The resources HAMi's device plugin serves (besides nvidia.com/gpu, the count of vGPUs): what
+# vGPU pods request (serving/gpu.py) and what the chart is told to serve.
+GPU_MEMORY_RESOURCE = "nvidia.com/gpumem"
+GPU_MEMORY_PERCENT_RESOURCE = "nvidia.com/gpumem-percentage"
+GPU_CORES_RESOURCE = "nvidia.com/gpucores"
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """HAMi's device settings: how far one physical GPU stretches."""
+
+    memory_scaling: Fraction = Fraction(1)
+    core_scaling: Fraction = Fraction(1)
+    split_count: int = 10
+
+
+class KubeSchedulerImage(ConfigModel):
+    """Where HAMi's kube-scheduler comes from; its tag is always the cluster's version."""
+
+    registry: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:[0-9]+)?$")] = Field(
+        default=pins.KUBE_SCHEDULER_REGISTRY, description="An air-gapped cluster's mirror of registry.k8s.io."
+    )
+    repository: Annotated[str, Field(pattern=r"^[a-z0-9._/-]+$")] = pins.KUBE_SCHEDULER_REPOSITORY
+
+
+class HamiConfig(ConfigModel):
+    enabled: bool = Field(default=False, description="GPU sharing with HAMi: lets models use gpu: vgpu.")
+    namespace: DNS1123Label = "kube-system"
+    kube_scheduler_image: KubeSchedulerImage = Field(default_factory=KubeSchedulerImage)
+    memory_scaling: Annotated[float, Field(gt=0, le=10)] = Field(
+        default=1,
+        description="HAMi's deviceMemoryScaling: above 1 hands out more GPU memory than a device has, "
+        "backed by host memory (idle models), at the risk of out-of-memory errors when they all wake.",
+    )
+    core_scaling: Annotated[float, Field(gt=0, le=10)] = Field(
+        default=1, description="HAMi's deviceCoreScaling: above 1 oversubscribes a GPU's cores."
+    )
+    split_count: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=10, description="HAMi's deviceSplitCount: the most vGPUs one GPU is split into."
+    )
+
+    @property
+    def sharing(self) -> Sharing:
+        return Sharing(
+            memory_scaling=Fraction(str(self.memory_scaling)),
+            core_scaling=Fraction(str(self.core_scaling)),
+            split_count=self.split_count,
+        )
+
+    values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
+
+
+# The label HAMi's install guide puts on the GPU nodes it manages (its chart's default selector).
+HAMI_NODE_LABEL = {"gpu": "on"}
+
+
+# The chart sets no resources; requests and limits on every container (the policy pack).
+SCHEDULER_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
+NODE_AGENT_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}
+
+
+def hami_values(config: HamiConfig, nodes: GpuNodes, kubernetes_version: str) -> dict[str, Any]:
+    image = config.kube_scheduler_image
+    return {
+        "scheduler": {
+            # HAMi runs its own kube-scheduler; it must be the cluster's version.
+            "kubeScheduler": {
+                "image": {"registry": image.registry, "repository": image.repository, "tag": f"v{kubernetes_version}"},
+                "resources": SCHEDULER_RESOURCES,
+            },
+            "extender": {"resources": SCHEDULER_RESOURCES},
+        },
+        # The resource names vGPU pods request (serving/gpu.py).
+        "resourceName": GPU_RESOURCE,
+        "resourceMem": GPU_MEMORY_RESOURCE,
+        "resourceMemPercentage": GPU_MEMORY_PERCENT_RESOURCE,
+        "resourceCores": GPU_CORES_RESOURCE,
+        "devicePlugin": {
+            "deviceMemoryScaling": config.memory_scaling,
+            "deviceCoreScaling": config.core_scaling,
+            "deviceSplitCount": config.split_count,
+            "resources": NODE_AGENT_RESOURCES,
+            "monitor": {"resources": NODE_AGENT_RESOURCES},
+            # The device plugin runs on the GPU nodes HAMi manages: HAMi's own label, written out
+            # because Helm would merge it in anyway (a null cannot reach Helm through Pulumi), and
+            # the labels whole-GPU models select.
+            "nvidiaNodeSelector": dict(sorted((HAMI_NODE_LABEL | nodes.node_selector).items())),
+            "tolerations": [t.to_kubernetes() for t in nodes.tolerations],
+            # Its per-container metrics (hami_container_device_utilization_ratio, ...) for Prometheus'
+            # annotation-driven discovery; ClusterIP rather than the chart's NodePort.
+            "service": {
+                "type": "ClusterIP",
+                "annotations": {
+                    "prometheus.io/scrape": "true",
+                    "prometheus.io/port": str(MONITOR_PORT),
+                    "prometheus.io/path": "/metrics",
+                },
+            },
+        },
+    }
+
+
+class Hami(pulumi.ComponentResource):
+    """Installed with helm.v3.Release, not helm.v4.Chart: HAMi makes its admission webhook's
+    certificate in Helm hook Jobs (pre-install, then post-install to patch the caBundle), and
+    only real Helm runs hooks in order."""
+
+    def __init__(
+        self,
+        name: str,
+        config: HamiConfig,
+        nodes: GpuNodes,
+        kubernetes_version: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("inference-platform:platform:Hami", name, None, opts)
+        values = merge_values(hami_values(config, nodes, kubernetes_version), config.values)
+        release(RELEASE, pins.HAMI, config.namespace, values, pulumi.ResourceOptions(parent=self))
+        self.scheduler = pulumi.Output.from_input(SCHEDULER_NAME)
+        self.register_outputs({"scheduler": self.scheduler})

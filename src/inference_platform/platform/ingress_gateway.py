@@ -1,0 +1,214 @@
+"""The platform's Istio ingress: Istio's base, istiod and gateway charts, and the shared Gateway.
+
+Every model's VirtualService binds to the one Gateway this creates: a wildcard host for all
+models, so adding a model never touches the gateway.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+import pulumi
+from pydantic import Field
+
+from inference_platform import pins
+from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain, Labels
+from inference_platform.kube import register
+from inference_platform.platform.helm import chart, merge_values
+
+DEFAULT_GATEWAY_NAMESPACE = "istio-ingress"
+DEFAULT_GATEWAY_NAME = "inference-gateway"
+ISTIO_NAMESPACE = "istio-system"
+GATEWAY_RELEASE = "istio-ingressgateway"
+# What the chart would derive from the release name without "istio-"; set explicitly as the
+# gateway pods' labels, so a different selector cannot leave the Gateway object selecting nothing.
+DEFAULT_GATEWAY_SELECTOR = {"istio": "ingressgateway"}
+
+
+class GatewayRef(ConfigModel):
+    """Where the Istio Gateway object lives, and the labels of the gateway pods that serve it.
+    VirtualServices name it as `<namespace>/<name>`; gateway access policies select its pods."""
+
+    namespace: DNS1123Label = DEFAULT_GATEWAY_NAMESPACE
+    name: DNS1123Label = DEFAULT_GATEWAY_NAME
+    selector: Labels = Field(
+        default_factory=lambda: dict(DEFAULT_GATEWAY_SELECTOR),
+        min_length=1,
+        description="Labels of the gateway pods: the Gateway object and gateway access policies select them.",
+    )
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class GatewayTls(ConfigModel):
+    secret_name: DNS1123Label = Field(
+        description="A kubernetes.io/tls Secret in the gateway namespace, for *.<domain> and <domain>."
+    )
+    https_redirect: bool = Field(default=True, description="Answer plain HTTP with a redirect to HTTPS.")
+
+
+class NodePorts(ConfigModel):
+    http: Annotated[int, Field(ge=30000, le=32767)] = 30080
+    https: Annotated[int, Field(ge=30000, le=32767)] = 30443
+
+
+class IngressGatewayConfig(ConfigModel):
+    enabled: bool = Field(default=True, description="Install Istio; off when the cluster already runs it.")
+    gateway: GatewayRef = Field(default_factory=GatewayRef)
+    service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = Field(
+        default="LoadBalancer",
+        description="NodePort on clusters without a load balancer (kind), or `pulumi up` waits for an address forever.",
+    )
+    node_ports: NodePorts = Field(default_factory=NodePorts, description="With NodePort: the fixed node ports.")
+    external_traffic_policy: Literal["Local", "Cluster"] = Field(
+        default="Local",
+        description="Local keeps the client's address, which allow and deny lists need (nodes without a gateway "
+        "pod then get no traffic); Cluster spreads over every node but shows the gateway a node's address.",
+    )
+    replicas: Annotated[int, Field(ge=1, le=50)] = 1
+    trusted_proxies: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=0,
+        description="Proxies in front of the gateway that append X-Forwarded-For (1 behind an L7 load balancer); "
+        "client allow and deny lists see the address before them.",
+    )
+    tls: GatewayTls | None = None
+    values: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Raw chart values laid over the generated ones, by chart: base, istiod, gateway.",
+    )
+
+    @property
+    def url_scheme(self) -> str:
+        return "https" if self.tls is not None else "http"
+
+
+# istiod flips the default validator's failurePolicy to Fail once running. A chart re-rendered
+# on every update (helm.v4.Chart, like `helm template`) would render Ignore and conflict with
+# that on server-side apply: render what istiod sets.
+VALIDATION = {"base": {"validationFailurePolicy": "Fail"}}
+
+
+def base_values() -> dict[str, Any]:
+    return VALIDATION | {"defaultRevision": "default", "global": {"istioNamespace": ISTIO_NAMESPACE}}
+
+
+def istiod_values() -> dict[str, Any]:
+    return VALIDATION | {
+        "global": {"hub": pins.ISTIO_HUB, "tag": pins.ISTIO_VERSION, "istioNamespace": ISTIO_NAMESPACE},
+        # Sidecars serve the app's and Envoy's metrics together on :15020, in plain text, so
+        # Prometheus scrapes meshed pods without mTLS.
+        "meshConfig": {"enablePrometheusMerge": True},
+        # Sidecars start as native sidecar containers, before init containers: the storage
+        # initializer's downloads then go through a running proxy instead of into a void, and
+        # the proxy outlives the server on shutdown. (istiod's own setting is `auto`, which turns
+        # them on only from Kubernetes 1.33; the chart reads istiod's env at the top level.)
+        "env": {"ENABLE_NATIVE_SIDECARS": "true"},
+        # The chart sets requests only; the policy pack wants limits on every container.
+        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+    }
+
+
+def gateway_values(config: IngressGatewayConfig) -> dict[str, Any]:
+    ports: list[dict[str, Any]] = [
+        {"name": "status-port", "port": 15021, "targetPort": 15021, "protocol": "TCP"},
+        {"name": "http2", "port": 80, "targetPort": 80, "protocol": "TCP"},
+        {"name": "https", "port": 443, "targetPort": 443, "protocol": "TCP"},
+    ]
+    if config.service_type == "NodePort":
+        ports[1]["nodePort"] = config.node_ports.http
+        ports[2]["nodePort"] = config.node_ports.https
+    topology = {"gatewayTopology": {"numTrustedProxies": config.trusted_proxies}}
+    service: dict[str, Any] = {"type": config.service_type, "ports": ports}
+    if config.service_type != "ClusterIP":
+        service["externalTrafficPolicy"] = config.external_traffic_policy
+    return {
+        "labels": config.gateway.selector,
+        # Merged with the chart's own pod annotations (injection template, scraping).
+        "podAnnotations": {"proxy.istio.io/config": json.dumps(topology, separators=(",", ":"))},
+        "service": service,
+        "autoscaling": {"enabled": False},
+        "replicaCount": config.replicas,
+    }
+
+
+def gateway_object(config: IngressGatewayConfig, domain: str) -> dict[str, Any]:
+    """The Istio Gateway: *.<domain> (one host per model) and <domain> (paths /models/<model>/)."""
+    hosts = [f"*.{domain}", domain]
+    http: dict[str, Any] = {"port": {"number": 80, "name": "http", "protocol": "HTTP"}, "hosts": hosts}
+    servers = [http]
+    if config.tls is not None:
+        if config.tls.https_redirect:
+            http["tls"] = {"httpsRedirect": True}
+        servers.append(
+            {
+                "port": {"number": 443, "name": "https", "protocol": "HTTPS"},
+                "hosts": hosts,
+                "tls": {"mode": "SIMPLE", "credentialName": config.tls.secret_name},
+            }
+        )
+    return {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": config.gateway.name, "namespace": config.gateway.namespace},
+        "spec": {"selector": config.gateway.selector, "servers": servers},
+    }
+
+
+def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if labels:
+        metadata["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+
+
+class IngressGatewayArgs(ConfigModel):
+    config: IngressGatewayConfig
+    domain: DNSSubdomain
+
+
+class IngressGateway(pulumi.ComponentResource):
+    """Istio (base, then istiod, then the gateway) and the shared Gateway object."""
+
+    gateway: pulumi.Output[str]
+    service: pulumi.Output[str]
+    ready: list[pulumi.Resource]
+    """What Istio objects must wait for: istiod's validating webhook fails closed until it runs."""
+
+    def __init__(self, name: str, args: IngressGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-platform:platform:IngressGateway", name, None, opts)
+        config = args.config
+        raw = config.values
+        child = pulumi.ResourceOptions(parent=self)
+        system = register(namespace(ISTIO_NAMESPACE), child)
+        # No injection label: the gateway's pods ask istiod for the gateway template themselves.
+        ingress = register(namespace(config.gateway.namespace), child)
+        base = chart(
+            "istio-base",
+            pins.ISTIO_BASE,
+            ISTIO_NAMESPACE,
+            merge_values(base_values(), raw.get("base", {})),
+            pulumi.ResourceOptions(parent=self, depends_on=[system]),
+        )
+        istiod = chart(
+            "istiod",
+            pins.ISTIOD,
+            ISTIO_NAMESPACE,
+            merge_values(istiod_values(), raw.get("istiod", {})),
+            pulumi.ResourceOptions(parent=self, depends_on=[base]),
+        )
+        chart(
+            GATEWAY_RELEASE,
+            pins.ISTIO_GATEWAY,
+            config.gateway.namespace,
+            merge_values(gateway_values(config), raw.get("gateway", {})),
+            # Its pods get their proxy image from istiod's injector (image: auto).
+            pulumi.ResourceOptions(parent=self, depends_on=[ingress, istiod]),
+        )
+        register(gateway_object(config, args.domain), pulumi.ResourceOptions(parent=self, depends_on=[ingress, istiod]))
+        self.ready = [istiod]
+        self.gateway = pulumi.Output.from_input(config.gateway.qualified_name)
+        self.service = pulumi.Output.from_input(f"{GATEWAY_RELEASE}.{config.gateway.namespace}.svc.cluster.local")
+        self.register_outputs({"gateway": self.gateway, "service": self.service})

@@ -1,0 +1,140 @@
+"""Who may reach whom: the one home for the rules that open a path to a workload's pods.
+
+Every workload in the model namespace starts behind the namespace's default deny (nothing in or
+out) and STRICT mTLS, so a path exists only where both layers open it:
+- the network: the callee's NetworkPolicy lets the caller's pods in on its serving ports, and the
+  caller's lets its pods out to the callee's;
+- the mesh: the callee's ALLOW AuthorizationPolicy names the caller's service account.
+The gateway reaches every workload's serving ports, Prometheus only its metrics ports, and a
+model or pipeline reaches another only where the stack declares the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.platform.prometheus import MetricsScraper
+
+TRUST_DOMAIN = "cluster.local"
+# Istio's sidecar serves merged metrics here; Prometheus scrapes it.
+MERGED_METRICS_PORT = 15020
+APP_LABEL = "app"
+
+
+class Workload(ConfigModel):
+    """Pods that call or are called: selected by their `app` label, running as one service account."""
+
+    name: DNS1123Label
+    namespace: DNS1123Label
+    service_account: DNS1123Label
+    ports: tuple[int, ...] = Field(description="The serving ports callers may reach.")
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return {APP_LABEL: self.name}
+
+    @property
+    def principal(self) -> str:
+        return principal(self.namespace, self.service_account)
+
+
+@dataclass(frozen=True)
+class Access:
+    """Everything that may reach one workload's pods, and the workloads its pods may call."""
+
+    workload: Workload
+    gateway_namespace: str
+    gateway_account: str
+    metrics_ports: tuple[int, ...]
+    scraper: MetricsScraper | None = None
+    callers: Sequence[Workload] = field(default_factory=tuple)
+    callees: Sequence[Workload] = field(default_factory=tuple)
+
+
+def principal(namespace: str, service_account: str) -> str:
+    """A workload's identity in the mesh, as AuthorizationPolicy `principals` match it."""
+    return f"{TRUST_DOMAIN}/ns/{namespace}/sa/{service_account}"
+
+
+def _ports(ports: Sequence[int]) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": port} for port in ports]
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
+
+
+def network_policy(access: Access, metadata: dict[str, Any]) -> dict[str, Any]:
+    """Who reaches the workload's pods, and where they may go (on top of the namespace's default deny)."""
+    serving = list(access.workload.ports)
+    ingress: list[dict[str, Any]] = [{"from": [_namespace(access.gateway_namespace)], "ports": _ports(serving)}]
+    scraper = access.scraper
+    if scraper is not None:
+        monitoring = _namespace(scraper.namespace) | {"podSelector": {"matchLabels": scraper.pod_labels}}
+        # Istio's merged endpoint (the sidecar agent's port, outside Envoy's mTLS and access
+        # policies: this rule is what keeps it to Prometheus) and the server's own.
+        scraped = sorted({MERGED_METRICS_PORT, *access.metrics_ports})
+        ingress.append({"from": [monitoring], "ports": _ports(scraped)})
+    ingress += [
+        {"from": [{"podSelector": {"matchLabels": caller.selector}}], "ports": _ports(serving)}
+        for caller in access.callers
+    ]
+    spec: dict[str, Any] = {
+        "podSelector": {"matchLabels": access.workload.selector},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": ingress,
+    }
+    if access.callees:
+        spec["egress"] = [
+            {"to": [{"podSelector": {"matchLabels": callee.selector}}], "ports": _ports(callee.ports)}
+            for callee in access.callees
+        ]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata, "spec": spec}
+
+
+def authorization_policy(access: Access, metadata: dict[str, Any]) -> dict[str, Any]:
+    """ALLOW the gateway's service account, and each declared caller's, to the serving ports; nobody else.
+
+    Prometheus gets no rule here: it runs outside the mesh (no sidecar, so no identity a principal
+    could match) and scrapes the sidecar agent's merged-metrics port 15020, which Envoy's mTLS and
+    access policies do not cover. The NetworkPolicy is what keeps that port to Prometheus."""
+    to = [{"operation": {"ports": [str(port) for port in access.workload.ports]}}]
+    sources = [principal(access.gateway_namespace, access.gateway_account)]
+    sources += [caller.principal for caller in access.callers]
+    rules = [{"from": [{"source": {"principals": [source]}}], "to": to} for source in sources]
+    return {
+        "apiVersion": "security.istio.io/v1",
+        "kind": "AuthorizationPolicy",
+        "metadata": metadata,
+        "spec": {"selector": {"matchLabels": access.workload.selector}, "action": "ALLOW", "rules": rules},
+    }
+
+
+def internet_egress_policy(metadata: dict[str, Any], selector: dict[str, str], port: int) -> dict[str, Any]:
+    """The way out of the cluster on one port, for the pods `selector` picks (model downloads)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata,
+        "spec": {
+            "podSelector": {"matchLabels": selector},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}],
+                    "ports": _ports([port]),
+                }
+            ],
+        },
+    }
+
+
+def service_account(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A workload's identity: the callees' access policies name it, so it is the workload's own.
+    Pods never see its token (the platform's workloads do not call the Kubernetes API)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata, "automountServiceAccountToken": False}

@@ -1,0 +1,107 @@
+"""What an InferenceService is given, and the names and labels every one of its objects carries.
+
+Names and selectors depend only on the model and version names, never on weights or other
+settings, so a traffic change edits objects in place and `pulumi up` never replaces them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain
+from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.platform.ingress_gateway import GatewayRef
+from inference_platform.platform.prometheus import MetricsScraper
+from inference_platform.serving.access import Workload
+from inference_platform.serving.model_spec import ModelVersion
+from inference_platform.serving.model_storage import StorageAccess
+from inference_platform.serving.runtimes import ModelSpec
+
+PART_OF = "inference-platform"
+
+
+class InferenceServiceArgs(ConfigModel):
+    """Everything an InferenceService needs: the model and where the platform puts it."""
+
+    model: ModelSpec
+    namespace: DNS1123Label
+    domain: DNSSubdomain
+    gateway: GatewayRef = GatewayRef()
+    url_scheme: str = "http"
+    gpu_nodes: GpuNodes = Field(default_factory=GpuNodes)
+    storage: StorageAccess | None = Field(default=None, description="Credentials for downloaded model files.")
+    metrics_scraper: MetricsScraper | None = Field(
+        default=None, description="Prometheus: the only workload that may reach metrics ports."
+    )
+    callers: list[Workload] = Field(
+        default_factory=list, description="Models and pipelines the stack declares as calling this model."
+    )
+    callees: list[Workload] = Field(default_factory=list, description="The models this model calls (`calls`).")
+
+    @property
+    def service_account(self) -> str:
+        """The model's own identity in the mesh, which callees' access policies name."""
+        return self.model.name
+
+    @property
+    def host(self) -> str:
+        """The model's own host name."""
+        return f"{self.model.name}.{self.domain}"
+
+    @property
+    def shared_host(self) -> str:
+        """The gateway's host for path-based access: <domain>/models/<model>/."""
+        return self.domain
+
+    @property
+    def path_prefix(self) -> str:
+        return f"/models/{self.model.name}/"
+
+    @property
+    def service_fqdn(self) -> str:
+        return service_fqdn(self.model.name, self.namespace)
+
+    def workload(self) -> Workload:
+        return model_workload(self.model, self.namespace)
+
+
+def service_fqdn(name: str, namespace: str) -> str:
+    """The in-cluster host of a model's (or pipeline's) Service."""
+    return f"{name}.{namespace}.svc.cluster.local"
+
+
+def model_workload(model: ModelSpec, namespace: str) -> Workload:
+    """A model as access rules see it: its pods, its service account and its serving ports."""
+    return Workload(name=model.name, namespace=namespace, service_account=model.name, ports=model.serving_ports)
+
+
+def version_name(args: InferenceServiceArgs, version: ModelVersion) -> str:
+    return f"{args.model.name}-{version.name}"
+
+
+def selector_labels(args: InferenceServiceArgs, version: ModelVersion | None = None) -> dict[str, str]:
+    """The labels Services and Istio subsets select on. Never change these for an existing version."""
+    labels = {"app": args.model.name}
+    if version is not None:
+        labels["version"] = version.name
+    return labels
+
+
+def object_labels(args: InferenceServiceArgs, version: ModelVersion | None = None) -> dict[str, str]:
+    labels = {
+        "app.kubernetes.io/name": args.model.name,
+        "app.kubernetes.io/component": "predictor",
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "pulumi",
+        "inference-platform/runtime": args.model.runtime,
+    }
+    if version is not None:
+        labels["app.kubernetes.io/instance"] = version_name(args, version)
+        labels["app.kubernetes.io/version"] = version.name
+    return selector_labels(args, version) | labels
+
+
+def object_metadata(args: InferenceServiceArgs, name: str, version: ModelVersion | None = None) -> dict[str, Any]:
+    return {"name": name, "namespace": args.namespace, "labels": object_labels(args, version)}

@@ -1,0 +1,42 @@
+"""The InferenceService component: one model, all of its versions, and the routes to them."""
+
+# No `from __future__ import annotations`: the component package (provider/) reads these
+# annotations as types at run time.
+import json
+
+import pulumi
+
+from inference_platform.kube import register
+from inference_platform.serving.inference_service.args import InferenceServiceArgs
+from inference_platform.serving.inference_service.manifests import model_manifests
+
+
+class InferenceService(pulumi.ComponentResource):
+    """A Deployment and Service per version, a model Service, a DestinationRule and a VirtualService."""
+
+    TYPE = "inference-platform:serving:InferenceService"
+
+    urls: pulumi.Output[list[str]]
+    curl: pulumi.Output[str]
+    weights: pulumi.Output[dict[str, int]]
+    mirrors: pulumi.Output[dict[str, float]]
+
+    def __init__(self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        # A component's depends_on does not reach its children's registrations: pass it on, so
+        # Istio objects wait for istiod (its validating webhook fails closed until it runs).
+        child = pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None)
+        for manifest in model_manifests(args):
+            register(manifest, child)
+
+        example = args.model.example_request()
+        host_url = f"{args.url_scheme}://{args.host}/"
+        path_url = f"{args.url_scheme}://{args.shared_host}{args.path_prefix}"
+        self.urls = pulumi.Output.from_input([host_url, path_url])
+        self.curl = pulumi.Output.from_input(
+            f"curl -sS {host_url}{example.path.lstrip('/')} -H 'Content-Type: application/json' "
+            f"-d '{json.dumps(example.body, separators=(',', ':'))}'"
+        )
+        self.weights = pulumi.Output.from_input(args.model.live_weights)
+        self.mirrors = pulumi.Output.from_input(args.model.mirrors)
+        self.register_outputs({"urls": self.urls, "curl": self.curl, "weights": self.weights, "mirrors": self.mirrors})

@@ -1,0 +1,132 @@
+"""How requests reach one model's versions: its Services, DestinationRule and VirtualService."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inference_platform.serving.inference_service.args import (
+    InferenceServiceArgs,
+    object_metadata,
+    selector_labels,
+    version_name,
+)
+from inference_platform.serving.model_spec import ModelVersion
+
+# Clients reach every model on the same port, whatever its runtime listens on.
+MODEL_SERVICE_PORT = 80
+
+
+def version_service(args: InferenceServiceArgs, version: ModelVersion, pod: dict[str, Any]) -> dict[str, Any]:
+    """Names one version's ports: `kubectl port-forward` to debug a shadow (in the mesh only the
+    gateway is admitted, by the model's access policy).
+
+    It carries no scrape annotations: Prometheus scrapes the pods, where Istio serves the app's
+    metrics with Envoy's on the sidecar (plain text, so it works under STRICT mTLS); scraping the
+    Service's endpoints too would duplicate every series.
+    """
+    metadata = object_metadata(args, version_name(args, version), version)
+    ports = [
+        {"name": port["name"], "port": port["containerPort"], "targetPort": port["name"], "protocol": "TCP"}
+        for container in pod["containers"]
+        for port in container["ports"]
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {"type": "ClusterIP", "selector": selector_labels(args, version), "ports": ports},
+    }
+
+
+def model_service(args: InferenceServiceArgs) -> dict[str, Any]:
+    """The host Istio routes to; DestinationRule subsets pick the version by its label."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_metadata(args, args.model.name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(args),
+            "ports": [{"name": "http", "port": MODEL_SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def destination_rule(args: InferenceServiceArgs) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "DestinationRule",
+        "metadata": object_metadata(args, args.model.name),
+        "spec": {
+            "host": args.service_fqdn,
+            "trafficPolicy": args.model.protection.circuit_breaker.traffic_policy(),
+            "subsets": [{"name": v.name, "labels": {"version": v.name}} for v in args.model.versions],
+        },
+    }
+
+
+def _destination(args: InferenceServiceArgs, version_name: str) -> dict[str, Any]:
+    return {"host": args.service_fqdn, "subset": version_name, "port": {"number": MODEL_SERVICE_PORT}}
+
+
+def _route_body(args: InferenceServiceArgs) -> dict[str, Any]:
+    model = args.model
+    body: dict[str, Any] = {
+        "route": [
+            {"destination": _destination(args, name), "weight": weight} for name, weight in model.live_weights.items()
+        ],
+    }
+    if model.mirrors:
+        body["mirrors"] = [
+            {"destination": _destination(args, name), "percentage": {"value": percent}}
+            for name, percent in model.mirrors.items()
+        ]
+    body["timeout"] = model.timeout
+    body["retries"] = model.retries.to_istio(model.timeout)
+    return body
+
+
+def entry_routes(host: str, path_prefix: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gateway's two ways in: `host` at the root, and `path_prefix` on the shared host
+    (rewritten to `/`). Istio merges every VirtualService of the shared host on the gateway, so the
+    by-host route must match on the authority or it would swallow other paths."""
+    return [
+        {"name": "by-path", "match": [{"uri": {"prefix": path_prefix}}], "rewrite": {"uri": "/"}} | body,
+        {"name": "by-host", "match": [{"authority": {"prefix": host}}]} | body,
+    ]
+
+
+def virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
+    """Weighted routes to live versions and mirrors to shadows, at `<model>.<domain>` and at
+    `<domain>/models/<model>/` (see entry_routes)."""
+    body = _route_body(args)
+    return {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "VirtualService",
+        "metadata": object_metadata(args, args.model.name),
+        "spec": {
+            "hosts": [args.host, args.shared_host],
+            "gateways": [args.gateway.qualified_name],
+            "http": entry_routes(args.host, args.path_prefix, body),
+        },
+    }
+
+
+def mesh_virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
+    """The same weights, mirrors, timeout and retries for calls from inside the mesh (declared
+    `calls` and pipelines): without it a caller's sidecar would spread requests over every pod
+    behind the model's Service, shadows and idle versions included."""
+    return {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "VirtualService",
+        "metadata": object_metadata(args, mesh_route_name(args.model.name)),
+        "spec": {
+            "hosts": [args.service_fqdn],
+            "gateways": ["mesh"],
+            "http": [{"name": "in-mesh"} | _route_body(args)],
+        },
+    }
+
+
+def mesh_route_name(model: str) -> str:
+    return f"{model}-mesh"

@@ -1,0 +1,306 @@
+"""What a platform team writes about one model: its versions, where their files are, and how
+traffic reaches them. Runtime-specific settings live in each runtime's own subclass
+(runtimes/); this module holds what every runtime shares.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import abstractmethod
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field, model_validator
+
+from inference_platform.config.base import (
+    ConfigModel,
+    DNS1035Label,
+    DNS1123Label,
+    Duration,
+    Percent,
+    Quantity,
+    config_problems,
+    duplicate_problems,
+    duration_nanoseconds,
+)
+from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.analysis_spec import AnalysisSpec
+from inference_platform.serving.autoscaling import AutoscalingSpec
+from inference_platform.serving.gpu import GpuSpec, NoGpu
+from inference_platform.serving.model_storage import ModelUri
+from inference_platform.serving.protection import Protection
+from inference_platform.serving.server_plan import ExampleRequest, ServerPlan
+
+# Kubernetes names (Services above all) are DNS labels of at most 63 characters.
+MAX_NAME_LENGTH = 63
+
+
+class ResourceList(ConfigModel):
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
+
+
+class Resources(ConfigModel):
+    """Container requests and limits; keys left out keep the runtime's defaults."""
+
+    requests: ResourceList = ResourceList()
+    limits: ResourceList = ResourceList()
+
+    def over(self, defaults: Resources) -> Resources:
+        """These resources with every unset key taken from `defaults`."""
+
+        def merge(mine: ResourceList, theirs: ResourceList) -> ResourceList:
+            return ResourceList(cpu=mine.cpu or theirs.cpu, memory=mine.memory or theirs.memory)
+
+        return Resources(requests=merge(self.requests, defaults.requests), limits=merge(self.limits, defaults.limits))
+
+    def to_kubernetes(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for key, values in (("requests", self.requests), ("limits", self.limits)):
+            entries = {name: str(value) for name, value in values.model_dump().items() if value is not None}
+            if entries:
+                out[key] = entries
+        return out
+
+
+class EnvVar(ConfigModel):
+    name: Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
+    value: str
+
+
+class ModelVersion(ConfigModel):
+    """One version of a model: its own Deployment and Service, live or shadow."""
+
+    name: DNS1123Label
+    model_uri: ModelUri = Field(
+        description="pvc://<claim>/<path> (mounted), or s3://, gs://, http(s)://, hf:// (downloaded first)."
+    )
+    weight: Annotated[int, Field(ge=0, le=100)] | None = Field(
+        default=None, description="Share of live traffic in percent; live weights of a model add up to 100."
+    )
+    mirror_percent: Percent | None = Field(
+        default=None, description="Makes this version a shadow that gets a copy of this share of requests."
+    )
+    replicas: Annotated[int, Field(ge=0, le=1000)] | None = Field(
+        default=None, description="Overrides the model's replicas for this version."
+    )
+    image: Annotated[str, Field(min_length=1)] | None = Field(
+        default=None, description="Overrides the runtime's image for this version."
+    )
+    resources: Resources | None = None
+    env: list[EnvVar] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list, description="Appended to the model's server arguments.")
+
+    @model_validator(mode="after")
+    def _live_or_shadow(self) -> ModelVersion:
+        if self.weight is not None and self.mirror_percent is not None:
+            raise config_problems([("", "a version is either live (weight) or a shadow (mirrorPercent), not both")])
+        if self.weight is None and self.mirror_percent is None:
+            raise config_problems([("", "set weight (a live version, 0 to keep it idle) or mirrorPercent (a shadow)")])
+        return self
+
+    @property
+    def is_live(self) -> bool:
+        return self.weight is not None
+
+    @property
+    def number(self) -> int | None:
+        """The number a version name ends in (v3 -> 3), for servers that number versions."""
+        match = re.search(r"([0-9]+)$", self.name)
+        return int(match.group(1)) if match else None
+
+
+class TransformerSpec(ConfigModel):
+    """Pre- and post-processing in front of the model server, in the same pod.
+
+    It receives every request on `port` and calls the server at PREDICTOR_HOST (localhost).
+    """
+
+    image: Annotated[str, Field(min_length=1)]
+    port: Annotated[int, Field(ge=1, le=65535)] = 9080
+    command: list[str] | None = None
+    args: list[str] = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list)
+    resources: Resources = Resources()
+    health_path: Annotated[str, Field(pattern=r"^/")] | None = Field(
+        default=None, description="HTTP path that answers 200 when ready; a TCP check on the port when unset."
+    )
+    run_as_user: Annotated[int, Field(ge=1, le=2147483647)] | None = Field(
+        default=None,
+        description="A numeric user to run as, when the image's USER is root or a name: pods must run as "
+        "non-root, which the kubelet can only check for a number.",
+    )
+
+
+class RetryPolicy(ConfigModel):
+    attempts: Annotated[int, Field(ge=0, le=10)] = 2
+    per_try_timeout: Duration | None = Field(
+        default=None,
+        description="Cut-off for one attempt; the model's timeout when unset, so a slow answer is not cut.",
+    )
+    # Only failures where the request never reached the model: retrying those is always safe. (A
+    # 503 or gRPC UNAVAILABLE may come from the server itself, and retrying would pile load on it.)
+    retry_on: Annotated[str, Field(pattern=r"^[a-z0-9-]+(,[a-z0-9-]+)*$")] = (
+        "connect-failure,refused-stream,reset-before-request"
+    )
+
+    def to_istio(self, timeout: str) -> dict[str, Any]:
+        """An Istio route's `retries` under a route `timeout` (the cut-off of one attempt by default)."""
+        if not self.attempts:
+            return {"attempts": 0}
+        return {"attempts": self.attempts, "perTryTimeout": self.per_try_timeout or timeout, "retryOn": self.retry_on}
+
+
+# Istio's sidecar listens on these; a container must not.
+ISTIO_PORTS = range(15000, 15100)
+
+
+class ModelSpecBase(ConfigModel):
+    """Fields every runtime shares. Each runtime subclasses it with `runtime: Literal[...]`."""
+
+    SERVER_PORTS: ClassVar[dict[str, int]]
+    """The model server's container ports by name: http (what routes reach), grpc, http-metrics."""
+    INFERENCE_PATH: ClassVar[str]
+    """The HTTP path one inference request is POSTed to, `{name}` standing for the model's name."""
+
+    name: DNS1035Label = Field(description="Served at <name>.<domain>; also the Kubernetes name prefix.")
+    runtime: str
+    versions: Annotated[list[ModelVersion], Field(min_length=1)]
+    replicas: Annotated[int, Field(ge=0, le=1000)] = 1
+    image: Annotated[str, Field(min_length=1)] | None = Field(
+        default=None, description="Overrides the runtime's pinned default image."
+    )
+    resources: Resources = Resources()
+    env: list[EnvVar] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list, description="Appended to the generated server arguments.")
+    gpu: GpuSpec = Field(default=NoGpu(), description="none, exclusive, vgpu or shared.")
+    autoscaling: AutoscalingSpec = Field(
+        default=AutoscalingSpec(), description="Scales every version between minReplicas and maxReplicas."
+    )
+    transformer: TransformerSpec | None = None
+    download_size: Quantity = Field(
+        default="20Gi", description="Size of the volume downloaded model files go to (s3, gs, http(s), hf)."
+    )
+    protection: Protection = Field(
+        default_factory=Protection, description="Rate limit, client access, JWT and circuit breaking."
+    )
+    timeout: Duration = Field(default="60s", description="Request timeout at the gateway.")
+    rollout_timeout: Duration | None = Field(
+        default=None,
+        description="How long `pulumi up` waits for a version's pods to be ready; by default the server's "
+        "startup budget plus 15 minutes for image pulls and downloads.",
+    )
+    retries: RetryPolicy = RetryPolicy()
+    analysis: AnalysisSpec = Field(
+        default_factory=AnalysisSpec,
+        description="How canaries and shadows are judged against the primary: alerts and `infra analyze`.",
+    )
+    calls: list[DNS1035Label] = Field(
+        default_factory=list,
+        description="Other models of the stack this model's code calls: each gets <MODEL>_URL in the "
+        "containers' environment, and access is opened for exactly these calls.",
+    )
+
+    @model_validator(mode="after")
+    def _check_versions(self) -> ModelSpecBase:
+        problems = duplicate_problems([v.name for v in self.versions], "versions[{}].name", "version")
+        for index, version in enumerate(self.versions):
+            derived = f"{self.name}-{version.name}"
+            if len(derived) > MAX_NAME_LENGTH:
+                problems.append(
+                    (
+                        f"versions[{index}].name",
+                        f"'{derived}', the name of this version's Deployment and Service, is {len(derived)} "
+                        f"characters; Kubernetes allows {MAX_NAME_LENGTH}: shorten the model or version name",
+                    )
+                )
+        if self.transformer is not None:
+            port = self.transformer.port
+            if port in self.SERVER_PORTS.values() or port in ISTIO_PORTS:
+                taken = ", ".join(str(p) for p in sorted(self.SERVER_PORTS.values()))
+                problems.append(
+                    ("transformer.port", f"{port} is taken in the pod (the server uses {taken}, Istio 15000-15099)")
+                )
+        problems += self._autoscaling_problems()
+        problems += duplicate_problems(self.calls, "calls[{}]", "callee")
+        problems += [(f"calls[{i}]", "a model cannot call itself") for i, n in enumerate(self.calls) if n == self.name]
+        per_try = self.retries.per_try_timeout
+        if per_try is not None and duration_nanoseconds(per_try) > duration_nanoseconds(self.timeout):
+            problems.append(("retries.perTryTimeout", f"{per_try} is longer than the model's timeout ({self.timeout})"))
+        live = [v for v in self.versions if v.is_live]
+        if not live:
+            problems.append(("versions", "no live version: give at least one version a weight"))
+        else:
+            total = sum(v.weight or 0 for v in live)
+            if total != 100:
+                shares = ", ".join(f"{v.name}={v.weight}" for v in live)
+                problems.append(
+                    ("versions", f"live weights add up to {total} ({shares}); they must add up to exactly 100")
+                )
+        if problems:
+            raise config_problems(problems)
+        return self
+
+    def _autoscaling_problems(self) -> list[tuple[str, str]]:
+        problems = []
+        if self.autoscaling.gpu_utilization is not None and self.gpu.mode == "none":
+            problems.append(("autoscaling.gpuUtilization", "the model has no GPU to measure: set gpu, or drop this"))
+        elif self.autoscaling.gpu_utilization is not None and self.gpu.mode == "shared":
+            problems.append(
+                (
+                    "autoscaling.gpuUtilization",
+                    "a shared GPU is not assigned to the pod, so no exporter reports its use: "
+                    "use gpu mode exclusive or vgpu, or scale on requestsPerSecond",
+                )
+            )
+        if "autoscaling" in self.model_fields_set:
+            fixed = ["replicas"] if "replicas" in self.model_fields_set else []
+            fixed += [f"versions[{i}].replicas" for i, v in enumerate(self.versions) if v.replicas is not None]
+            problems += [
+                (path, "set replicas or autoscaling, not both: autoscaling's bounds decide replicas") for path in fixed
+            ]
+        return problems
+
+    def fixed_replicas(self, version: ModelVersion) -> int:
+        """Replicas of a version without an autoscaler: its own, the model's, or autoscaling's
+        bounds when they are equal (minReplicas = maxReplicas: no autoscaler, that many pods)."""
+        if version.replicas is not None:
+            return version.replicas
+        if "autoscaling" in self.model_fields_set:
+            return self.autoscaling.min_replicas
+        return self.replicas
+
+    def unnumbered_versions(self, server: str) -> list[tuple[str, str]]:
+        """Problems for servers that number versions (TF Serving, Triton): names without a number."""
+        return [
+            (f"versions[{i}].name", f"{server} numbers versions: end the name in a number (v1, v2, ...)")
+            for i, version in enumerate(self.versions)
+            if version.number is None
+        ]
+
+    @property
+    def inference_path(self) -> str:
+        """Where a pipeline step (or any client) POSTs one inference request."""
+        return self.INFERENCE_PATH.format(name=self.name)
+
+    @property
+    def serving_ports(self) -> tuple[int, ...]:
+        """The ports requests reach: the transformer's (or the server's) HTTP port and the server's gRPC port."""
+        http = self.transformer.port if self.transformer is not None else self.SERVER_PORTS["http"]
+        grpc = self.SERVER_PORTS.get("grpc")
+        return tuple(sorted({http} | ({grpc} if grpc is not None else set())))
+
+    @property
+    def live_weights(self) -> dict[str, int]:
+        return {v.name: v.weight for v in self.versions if v.weight is not None}
+
+    @property
+    def mirrors(self) -> dict[str, float]:
+        return {v.name: v.mirror_percent for v in self.versions if v.mirror_percent is not None}
+
+    @abstractmethod
+    def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
+        """How this runtime serves one version: its container, config files and ports."""
+
+    @abstractmethod
+    def example_request(self) -> ExampleRequest:
+        """An inference request in the runtime's own protocol."""

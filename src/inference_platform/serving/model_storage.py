@@ -1,0 +1,223 @@
+"""Getting a version's model files into its pod.
+
+`pvc://<claim>/<path>` is mounted read-only where the runtime expects the files. Every other
+scheme is downloaded before the server starts by KServe's storage initializer (an init
+container) into an emptyDir the server then mounts read-only at the same place, so each
+runtime sees the layout it expects whichever way the files arrive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
+
+from inference_platform import pins
+from inference_platform.config.base import ConfigModel, DNS1123Label, check_dns1123_subdomain
+
+MOUNTED_SCHEMES = ("pvc",)
+DOWNLOADED_SCHEMES = ("s3", "gs", "http", "https", "hf")
+SCHEMES = MOUNTED_SCHEMES + DOWNLOADED_SCHEMES
+
+DOWNLOAD_DIR = "/mnt/models"
+INITIALIZER_CONTAINER = "storage-initializer"
+# Credentials reach the storage initializer as files, never as environment variables.
+SECRET_VOLUME = "model-storage-credentials"
+SECRET_DIR = "/var/run/secrets/model-storage"
+AWS_CREDENTIALS_FILE = "aws-credentials"
+GCS_KEY_FILE = "gcs-service-account.json"
+HF_TOKEN_FILE = "hf-token"
+DEFAULT_PORTS = {"s3": 443, "gs": 443, "hf": 443, "https": 443, "http": 80}
+
+
+def _fail(kind: str, message: str, value: str) -> PydanticCustomError:
+    return PydanticCustomError(f"model_uri_{kind}", message, {"value": value})
+
+
+def check_model_uri(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in SCHEMES:
+        raise PydanticCustomError(
+            "model_uri_scheme",
+            "'{value}' has an unsupported scheme: use one of {schemes}",
+            {"value": value, "schemes": ", ".join(f"{s}://" for s in SCHEMES)},
+        )
+    path = parts.path.strip("/")
+    if not parts.netloc:
+        raise _fail("host", "'{value}' names no claim, bucket or host", value)
+    if ".." in path.split("/"):
+        raise _fail("path", "'{value}' must not contain '..'", value)
+    if parts.scheme == "pvc":
+        if not path or parts.query or parts.fragment:
+            raise _fail("path", "'{value}' needs a path inside the claim: write pvc://<claim>/<path>", value)
+        check_dns1123_subdomain(parts.netloc)
+    elif parts.scheme == "hf":
+        # The storage initializer accepts exactly hf://<owner>/<model>[:<revision>].
+        if not path or "/" in path:
+            raise _fail("hf", "'{value}' must be hf://<owner>/<model> or hf://<owner>/<model>:<revision>", value)
+    elif parts.scheme in ("http", "https") and (not path or path.endswith("/")):
+        raise _fail("http", "'{value}' must name a file (an archive is unpacked): a URL ending in a file name", value)
+    return value
+
+
+ModelUri = Annotated[str, AfterValidator(check_model_uri)]
+
+
+def is_downloaded(model_uri: str) -> bool:
+    return urlsplit(model_uri).scheme in DOWNLOADED_SCHEMES
+
+
+def pvc_location(model_uri: str) -> tuple[str, str]:
+    """(claim, path inside the claim) of a pvc:// model URI."""
+    parts = urlsplit(model_uri)
+    return parts.netloc, parts.path.strip("/")
+
+
+class S3Settings(ConfigModel):
+    endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]+")] | None = Field(
+        default=None, description="S3-compatible endpoint URL (MinIO, Ceph, ...); AWS when unset."
+    )
+    region: str | None = None
+    verify_ssl: bool = True
+    access_key_id: str | None = Field(default=None, description="Leave both keys unset for anonymous access.")
+    secret_access_key: str | None = None
+
+
+class GcsSettings(ConfigModel):
+    service_account_key: str = Field(description="The JSON key of a service account (a Pulumi secret).")
+
+
+class HuggingFaceSettings(ConfigModel):
+    token: str = Field(description="An access token for gated or private repositories (a Pulumi secret).")
+
+
+class StorageCredentials(ConfigModel):
+    """Credentials the storage initializer uses, per scheme. Always stored as a Kubernetes Secret."""
+
+    s3: S3Settings | None = None
+    gcs: GcsSettings | None = None
+    huggingface: HuggingFaceSettings | None = None
+
+    def access(self, secret_name: str) -> StorageAccess:
+        s3 = self.s3 or S3Settings()
+        return StorageAccess(
+            secret_name=secret_name,
+            s3_endpoint=s3.endpoint,
+            s3_region=s3.region,
+            s3_verify_ssl=s3.verify_ssl,
+            s3_keys=bool(s3.access_key_id and s3.secret_access_key),
+            gcs_key=self.gcs is not None,
+            hf_token=self.huggingface is not None,
+        )
+
+    def secret_data(self) -> dict[str, str]:
+        """The Secret's files: an AWS shared credentials file, a GCS key, a Hugging Face token."""
+        data: dict[str, str] = {}
+        if self.s3 and self.s3.access_key_id and self.s3.secret_access_key:
+            data[AWS_CREDENTIALS_FILE] = (
+                f"[default]\naws_access_key_id = {self.s3.access_key_id}\n"
+                f"aws_secret_access_key = {self.s3.secret_access_key}\n"
+            )
+        if self.gcs:
+            data[GCS_KEY_FILE] = self.gcs.service_account_key
+        if self.huggingface:
+            data[HF_TOKEN_FILE] = self.huggingface.token
+        return data
+
+
+class StorageAccess(ConfigModel):
+    """What a pod needs to know about the credentials: the Secret's name and the settings that are
+    not secret. The secret values themselves never pass through the components."""
+
+    secret_name: DNS1123Label
+    s3_endpoint: str | None = None
+    s3_region: str | None = None
+    s3_verify_ssl: bool = True
+    s3_keys: bool = False
+    gcs_key: bool = False
+    hf_token: bool = False
+
+
+def initializer_env(scheme: str, access: StorageAccess | None) -> tuple[list[dict[str, Any]], bool]:
+    """Environment of the storage initializer for one scheme, and whether it mounts the credentials.
+
+    These are the variables KServe's storage code and the SDKs it uses read: boto3's shared
+    credentials file, huggingface_hub's token file, Google's application credentials.
+    """
+    env: list[dict[str, Any]] = [{"name": "HOME", "value": "/tmp"}, {"name": "HF_HOME", "value": "/tmp/hf"}]
+    credentials: dict[str, Any] = {}
+    if scheme == "s3":
+        if access and access.s3_endpoint:
+            env.append({"name": "AWS_ENDPOINT_URL", "value": access.s3_endpoint})
+        if access and access.s3_region:
+            env.append({"name": "AWS_DEFAULT_REGION", "value": access.s3_region})
+        if access and not access.s3_verify_ssl:
+            env.append({"name": "S3_VERIFY_SSL", "value": "0"})
+        if access and access.s3_keys:
+            credentials = {"AWS_SHARED_CREDENTIALS_FILE": f"{SECRET_DIR}/{AWS_CREDENTIALS_FILE}"}
+        else:
+            env.append({"name": "awsAnonymousCredential", "value": "true"})
+    elif scheme == "gs" and access and access.gcs_key:
+        credentials = {"GOOGLE_APPLICATION_CREDENTIALS": f"{SECRET_DIR}/{GCS_KEY_FILE}"}
+    elif scheme == "hf" and access and access.hf_token:
+        credentials = {"HF_TOKEN_PATH": f"{SECRET_DIR}/{HF_TOKEN_FILE}"}
+    env += [{"name": name, "value": value} for name, value in credentials.items()]
+    return env, bool(credentials)
+
+
+def download_port(model_uri: str, access: StorageAccess | None) -> int:
+    """The port the storage initializer connects to for a downloaded URI (for network policy)."""
+    parts = urlsplit(model_uri)
+    if parts.scheme == "s3" and access and access.s3_endpoint:
+        parts = urlsplit(access.s3_endpoint)
+    return parts.port or DEFAULT_PORTS.get(parts.scheme, 443)
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """The pod parts that put one version's files in place."""
+
+    volume: dict[str, Any]
+    sub_path: str | None
+    init_container: dict[str, Any] | None = None
+    extra_volumes: tuple[dict[str, Any], ...] = ()
+
+
+def model_files(
+    model_uri: str,
+    *,
+    volume_name: str,
+    download_size: str,
+    access: StorageAccess | None,
+    scratch_volume: str,
+    security_context: dict[str, Any],
+) -> ModelFiles:
+    if not is_downloaded(model_uri):
+        claim, path = pvc_location(model_uri)
+        volume = {"name": volume_name, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+        return ModelFiles(volume=volume, sub_path=path)
+
+    scheme = urlsplit(model_uri).scheme
+    env, mounts_credentials = initializer_env(scheme, access)
+    mounts: list[dict[str, Any]] = [
+        {"name": volume_name, "mountPath": DOWNLOAD_DIR},
+        {"name": scratch_volume, "mountPath": "/tmp"},
+    ]
+    extra_volumes: tuple[dict[str, Any], ...] = ()
+    if mounts_credentials and access is not None:
+        mounts.append({"name": SECRET_VOLUME, "mountPath": SECRET_DIR, "readOnly": True})
+        extra_volumes = ({"name": SECRET_VOLUME, "secret": {"secretName": access.secret_name}},)
+    init_container: dict[str, Any] = {
+        "name": INITIALIZER_CONTAINER,
+        "image": pins.STORAGE_INITIALIZER_IMAGE,
+        "args": [model_uri, DOWNLOAD_DIR],
+        "env": env,
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": security_context,
+        "volumeMounts": mounts,
+    }
+    volume = {"name": volume_name, "emptyDir": {"sizeLimit": download_size}}
+    return ModelFiles(volume=volume, sub_path=None, init_container=init_container, extra_volumes=extra_volumes)

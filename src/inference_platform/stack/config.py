@@ -1,0 +1,303 @@
+"""The stack configuration: the contract between a platform team's Pulumi.<stack>.yaml and this program.
+
+Keys live under the project's namespace (`inference-platform:models`, ...). The Pulumi CLI hands
+them to the program as strings, objects JSON-encoded; `parse_stack_config` takes that form, so
+the offline render and `pulumi up` validate exactly the same input the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from inference_platform.analysis.capacity import Plan
+from inference_platform.analysis.capacity import plan as capacity_plan
+from inference_platform.config.base import (
+    ConfigModel,
+    DNS1123Label,
+    DNSSubdomain,
+    config_problems,
+    duplicate_problems,
+    find_cycles,
+)
+from inference_platform.config.errors import ConfigError, Problem, problems_from_validation
+from inference_platform.config.limits import nesting_problem
+from inference_platform.platform.dcgm_exporter import DcgmExporterConfig
+from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.platform.grafana import HOST_PREFIX as GRAFANA_HOST
+from inference_platform.platform.grafana import GrafanaConfig
+from inference_platform.platform.hami import HamiConfig
+from inference_platform.platform.ingress_gateway import IngressGatewayConfig
+from inference_platform.platform.metrics_server import MetricsServerConfig
+from inference_platform.platform.prometheus import PrometheusConfig
+from inference_platform.platform.prometheus_adapter import PrometheusAdapterConfig
+from inference_platform.serving.gpu import GPU_MODE_UNION, VirtualGpu
+from inference_platform.serving.inference_service.routing import mesh_route_name
+from inference_platform.serving.model_storage import StorageCredentials
+from inference_platform.serving.pipeline.spec import PipelineSpec
+from inference_platform.serving.runtimes import RUNTIME_UNION, ModelSpec
+
+PROJECT = "inference-platform"
+# The discriminated unions a stack's config holds (for reports of their problems).
+UNIONS = (RUNTIME_UNION, GPU_MODE_UNION)
+
+MAX_HOST_LENGTH = 253
+
+
+class PlatformConfig(ConfigModel):
+    """The cluster-wide pieces models run on; each can be switched off."""
+
+    kubernetes_version: Annotated[str, Field(pattern=r"^1\.[0-9]+\.[0-9]+$")] | None = Field(
+        default=None, description="The cluster's version (1.30.4); HAMi runs a kube-scheduler of this version."
+    )
+    ingress: IngressGatewayConfig = Field(default_factory=IngressGatewayConfig)
+    prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
+    prometheus_adapter: PrometheusAdapterConfig = Field(default_factory=PrometheusAdapterConfig)
+    metrics_server: MetricsServerConfig = Field(default_factory=MetricsServerConfig)
+    grafana: GrafanaConfig = Field(default_factory=GrafanaConfig)
+    dcgm_exporter: DcgmExporterConfig = Field(default_factory=DcgmExporterConfig)
+    hami: HamiConfig = Field(default_factory=HamiConfig)
+    gpu_nodes: GpuNodes = Field(default_factory=GpuNodes, description="How GPU pods find and tolerate GPU nodes.")
+
+    @model_validator(mode="after")
+    def _dependencies(self) -> PlatformConfig:
+        problems = []
+        if self.hami.enabled and self.kubernetes_version is None:
+            problems.append(
+                ("kubernetesVersion", "HAMi runs a kube-scheduler of the cluster's version: set it (1.30.4)")
+            )
+        if self.prometheus_adapter.enabled and not self.prometheus.enabled:
+            problems.append(("prometheusAdapter.enabled", "the adapter reads Prometheus: enable prometheus too"))
+        if self.grafana.enabled and not self.prometheus.enabled:
+            problems.append(("grafana.enabled", "Grafana's dashboards read Prometheus: enable prometheus too"))
+        if self.grafana.enabled and self.grafana.admin_password is None:
+            problems.append(
+                (
+                    "grafana.adminPassword",
+                    "required with Grafana: pulumi config set --secret --path 'platform.grafana.adminPassword' ...",
+                )
+            )
+        if self.grafana.expose and not self.ingress.enabled:
+            problems.append(("grafana.expose", "Grafana is exposed through the gateway: enable ingress too"))
+        if problems:
+            raise config_problems(problems)
+        return self
+
+    @property
+    def gpu_metrics(self) -> str | None:
+        """Where per-pod GPU utilisation comes from: HAMi's per-container metric when HAMi shares
+        the GPUs (it allocates every GPU on its nodes, whole ones too), else dcgm-exporter."""
+        if self.hami.enabled:
+            return "hami"
+        if self.dcgm_exporter.enabled:
+            return "dcgm"
+        return None
+
+
+class StackConfig(ConfigModel):
+    """Everything under `inference-platform:` in a stack file."""
+
+    domain: DNSSubdomain = Field(description="Models are served at <model>.<domain> and <domain>/models/<model>/.")
+    namespace: DNS1123Label = Field(default="service", description="The namespace model workloads run in.")
+    models: list[ModelSpec] = Field(default_factory=list, description="The models to serve.")
+    pipelines: list[PipelineSpec] = Field(
+        default_factory=list,
+        description="Inference graphs over the models (KServe InferenceGraph shapes), served at <pipeline>.<domain>.",
+    )
+    platform: PlatformConfig = PlatformConfig()
+    storage: StorageCredentials | None = Field(
+        default=None, description="Credentials for downloading model files; store the values as Pulumi secrets."
+    )
+
+    @model_validator(mode="after")
+    def _check_names(self) -> StackConfig:
+        problems = duplicate_problems([m.name for m in self.models], "models[{}].name", "model")
+        problems += duplicate_problems([p.name for p in self.pipelines], "pipelines[{}].name", "pipeline")
+        # Objects of different models (and pipelines) must not share a name: model 'a' with
+        # version 'b-c' and model 'a-b' with version 'c' would both own a Deployment 'a-b-c'.
+        owners: dict[str, tuple[str, str]] = {}
+        for owner, path, derived in self._object_names():
+            host = f"{owner}.{self.domain}"
+            if len(host) > MAX_HOST_LENGTH:
+                problems.append((path, f"the host '{host}' is longer than {MAX_HOST_LENGTH} characters"))
+            if self.platform.grafana.enabled and self.platform.grafana.expose and owner == GRAFANA_HOST:
+                problems.append((path, f"{GRAFANA_HOST}.{self.domain} serves Grafana (platform.grafana.expose)"))
+            for name, name_path in derived.items():
+                owner_name, owner_path = owners.setdefault(name, (path, name_path))
+                if owner_name != path:
+                    problems.append(
+                        (name_path, f"its objects would be named '{name}', like those of {owner_path}: rename one")
+                    )
+        problems += self._call_problems()
+        problems += self._pipeline_problems()
+        problems += self._gpu_problems()
+        if not problems:
+            problems += self._capacity_problems()
+        problems += self._autoscaling_problems()
+        if problems:
+            raise config_problems(problems)
+        return self
+
+    def _object_names(self) -> list[tuple[str, str, dict[str, str]]]:
+        """Each model and pipeline (its name's path) with the names its objects take, and their paths.
+        A repeated name is left out: it is reported as a duplicate."""
+        named: list[tuple[str, str, dict[str, str]]] = []
+        models: set[str] = set()
+        for index, model in enumerate(self.models):
+            if model.name in models:
+                continue
+            models.add(model.name)
+            path = f"models[{index}].name"
+            derived = {model.name: path, mesh_route_name(model.name): path}
+            derived |= {
+                f"{model.name}-{v.name}": f"models[{index}].versions[{j}].name" for j, v in enumerate(model.versions)
+            }
+            named.append((model.name, path, derived))
+        pipelines: set[str] = set()
+        for index, pipeline in enumerate(self.pipelines):
+            if pipeline.name in pipelines:
+                continue
+            pipelines.add(pipeline.name)
+            path = f"pipelines[{index}].name"
+            named.append((pipeline.name, path, {pipeline.name: path}))
+        return named
+
+    def _pipeline_problems(self) -> list[tuple[str, str]]:
+        """Every model step names a model of the stack."""
+        names = {model.name for model in self.models}
+        return [
+            (f"pipelines[{i}].nodes.{node_name}.steps[{j}].model", f"'{step.model}' is not a model of this stack")
+            for i, pipeline in enumerate(self.pipelines)
+            for node_name, node in pipeline.nodes.items()
+            for j, step in enumerate(node.steps)
+            if step.model is not None and step.model not in names
+        ]
+
+    def _call_problems(self) -> list[tuple[str, str]]:
+        """Callees must be models of the stack, and calls must not go round in a circle (a request
+        would then call itself until it timed out)."""
+        names = {model.name for model in self.models}
+        problems = [
+            (f"models[{i}].calls[{j}]", f"'{callee}' is not a model of this stack")
+            for i, model in enumerate(self.models)
+            for j, callee in enumerate(model.calls)
+            if callee not in names
+        ]
+        calls = {model.name: [c for c in model.calls if c in names and c != model.name] for model in self.models}
+        index = {model.name: i for i, model in enumerate(self.models)}
+        for cycle in find_cycles(calls):
+            caller, callee = cycle[-2], cycle[-1]
+            path = f"models[{index[caller]}].calls[{self.models[index[caller]].calls.index(callee)}]"
+            problems.append((path, f"calls go round in a circle: {' -> '.join(cycle)}"))
+        return problems
+
+    def call_edges(self) -> list[tuple[str, str]]:
+        """(caller, callee) for each declared call: models' `calls`, then each pipeline's models."""
+        edges = [(model.name, callee) for model in self.models for callee in model.calls]
+        return edges + [(pipeline.name, model) for pipeline in self.pipelines for model in pipeline.models]
+
+    @property
+    def installs_metrics_server(self) -> bool:
+        needed = any(model.autoscaling.uses_resource_metrics for model in self.models)
+        return self.platform.metrics_server.installed(needed)
+
+    def _autoscaling_problems(self) -> list[tuple[str, str]]:
+        problems = []
+        for index, model in enumerate(self.models):
+            scaling = model.autoscaling
+            if scaling.uses_custom_metrics and not self.platform.prometheus_adapter.enabled:
+                problems.append(
+                    (
+                        f"models[{index}].autoscaling",
+                        "GPU and QPS targets are custom metrics: enable platform.prometheusAdapter",
+                    )
+                )
+            if scaling.gpu_utilization is not None and self.platform.gpu_metrics is None:
+                problems.append(
+                    (
+                        f"models[{index}].autoscaling.gpuUtilization",
+                        "nothing measures GPU use: enable platform.dcgmExporter (or platform.hami)",
+                    )
+                )
+        return problems
+
+    def capacity(self) -> Plan:
+        """The GPUs the models hold at minimum replicas and at peak (analysis/capacity.py)."""
+        platform = self.platform
+        return capacity_plan(self.models, platform.gpu_nodes, platform.hami.sharing, platform.gpu_nodes.declared)
+
+    def _capacity_problems(self) -> list[tuple[str, str]]:
+        """Pods that could never all be scheduled: more GPUs at minimum than the cluster declares,
+        or more in one pod than one node has."""
+        nodes = self.platform.gpu_nodes
+        problems = [
+            (
+                f"models[{index}].gpu.count",
+                f"each pod needs {model.gpu.device_count} GPUs on one node; "
+                f"platform.gpuNodes.gpusPerNode is {nodes.gpus_per_node}",
+            )
+            for index, model in enumerate(self.models)
+            if nodes.gpus_per_node is not None
+            and (model.gpu.device_count or 0) > nodes.gpus_per_node
+            and model.gpu.mode in ("exclusive", "vgpu")
+        ]
+        plan = self.capacity()
+        if plan.fits_min is False:
+            problems.append(
+                (
+                    "platform.gpuNodes",
+                    f"the models need {plan.gpus_min} GPUs at their minimum replicas, more than the "
+                    f"{plan.declared} declared ({nodes.count} nodes x {nodes.gpus_per_node}): pods could never all "
+                    "schedule; add GPU nodes, or lower replicas or GPU requests",
+                )
+            )
+        return problems
+
+    def _gpu_problems(self) -> list[tuple[str, str]]:
+        return [
+            (f"models[{index}].gpu", "vgpu needs GPU sharing: set platform.hami.enabled to true")
+            for index, model in enumerate(self.models)
+            if isinstance(model.gpu, VirtualGpu) and not self.platform.hami.enabled
+        ]
+
+
+def decode_value(raw: Any) -> Any:
+    """A config value as the program receives it: objects and lists arrive JSON-encoded."""
+    if isinstance(raw, str) and raw.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def parse_stack_config(values: Mapping[str, Any]) -> StackConfig:
+    """Validate the project's config keys (without the `inference-platform:` prefix).
+
+    Raises ConfigError listing every problem with its path.
+    """
+    decoded: dict[str, Any] = {}
+    too_deep: list[Problem] = []
+    for key, value in values.items():
+        try:
+            decoded[key] = decode_value(value)
+            problem = nesting_problem(decoded[key])
+        except RecursionError:
+            problem = "nests values too deeply"
+        if problem is not None:
+            too_deep.append(Problem(key, problem))
+    if too_deep:
+        raise ConfigError(too_deep)
+    try:
+        return StackConfig.model_validate(decoded)
+    except ValidationError as error:
+        raise ConfigError(problems_from_validation(error, UNIONS)) from None
+
+
+def project_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The values under this project's namespace from a full `namespace:key` config map."""
+    prefix = f"{PROJECT}:"
+    return {key[len(prefix) :]: value for key, value in config.items() if key.startswith(prefix)}

@@ -1,0 +1,211 @@
+"""The GPU capacity plan, against hand-computed expectations for every mode and packing edge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inference_platform.cli.main import main
+from inference_platform.cli.render_files import read_render
+from inference_platform.config.errors import ConfigError
+from inference_platform.stack.config import parse_stack_config, project_values
+from tests.conftest import write_stack_file
+
+RenderDir = Any
+
+
+def stack(models: list[dict[str, Any]], **platform: Any) -> dict[str, Any]:
+    return {
+        "inference-platform:domain": "models.example.com",
+        "inference-platform:platform": {"kubernetesVersion": "1.30.4", "hami": {"enabled": True}} | platform,
+        "inference-platform:models": models,
+    }
+
+
+def model(
+    name: str, gpu: dict[str, Any] | None, pods: int = 1, peak: int | None = None, versions: int = 1
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "name": name,
+        "runtime": "mlserver",
+        "versions": [
+            {"name": f"v{i + 1}", "modelUri": f"pvc://m/{name}/{i}", "weight": 100 if i == 0 else 0}
+            for i in range(versions)
+        ],
+    }
+    if gpu is not None:
+        spec["gpu"] = gpu
+    if peak is not None:
+        spec["autoscaling"] = {"minReplicas": pods, "maxReplicas": peak, "cpuUtilization": 80}
+    else:
+        spec["replicas"] = pods
+    return spec
+
+
+def plan(config: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = parse_stack_config(project_values(config)).capacity().as_json()
+    return result
+
+
+def gpus(config: dict[str, Any]) -> tuple[int, int]:
+    found = plan(config)["gpus"]
+    return found["min"], found["peak"]
+
+
+def vgpu(**fields: Any) -> dict[str, Any]:
+    return {"mode": "vgpu"} | fields
+
+
+def test_exclusive_gpus_are_counted_whole_per_pod_and_version() -> None:
+    config = stack([model("a", {"mode": "exclusive", "count": 2}, pods=1, peak=3, versions=2)])
+    assert plan(config) == {
+        "gpus": {"min": 4, "peak": 12},
+        "declared": None,
+        "fits": {"min": None, "peak": None},
+        "models": {"a": {"mode": "exclusive", "min": 4.0, "peak": 12.0}},
+    }
+
+
+def test_slices_that_exactly_fill_a_gpu_share_it() -> None:
+    assert gpus(stack([model("a", vgpu(memoryPercent=50), pods=2, peak=3)])) == (1, 2)
+    assert plan(stack([model("a", vgpu(memoryPercent=50), pods=2)]))["models"]["a"] == {
+        "mode": "vgpu",
+        "min": 1.0,
+        "peak": 1.0,
+    }
+
+
+def test_cores_can_be_the_binding_limit() -> None:
+    # 10 % of the memory each, but 60 % of the cores: two cannot share a GPU.
+    assert gpus(stack([model("a", vgpu(memoryPercent=10, cores=60), pods=2)])) == (2, 2)
+    assert gpus(stack([model("a", vgpu(memoryPercent=10, cores=50), pods=2)])) == (1, 1)
+
+
+def test_the_split_count_can_be_the_binding_limit() -> None:
+    # 5 % each: memory would fit 20, HAMi splits a GPU into 10 at most.
+    assert gpus(stack([model("a", vgpu(memoryPercent=5), pods=12)])) == (2, 2)
+    hami = {"enabled": True, "splitCount": 4}
+    assert gpus(stack([model("a", vgpu(memoryPercent=5), pods=12)], hami=hami)) == (3, 3)
+
+
+def test_a_pods_vgpus_sit_on_distinct_gpus() -> None:
+    assert gpus(stack([model("a", vgpu(count=2, memoryPercent=30), pods=1)])) == (2, 2)
+    # Two such pods fit on the same two GPUs (60 % each).
+    assert gpus(stack([model("a", vgpu(count=2, memoryPercent=30), pods=2)])) == (2, 2)
+    assert plan(stack([model("a", vgpu(count=2, memoryPercent=30), pods=2)]))["models"]["a"]["min"] == 1.2
+
+
+def test_first_fit_decreasing_packs_big_slices_first() -> None:
+    # 30 %, 30 %, 70 %, 70 %: in that order first fit needs 3 GPUs ([30+30], [70], [70]);
+    # sorted 70, 70, 30, 30 it needs 2 ([70+30], [70+30]).
+    models = [
+        model("a", vgpu(memoryPercent=30)),
+        model("b", vgpu(memoryPercent=30)),
+        model("c", vgpu(memoryPercent=70)),
+        model("d", vgpu(memoryPercent=70)),
+    ]
+    assert gpus(stack(models)) == (2, 2)
+
+
+def test_memory_in_mib_is_a_share_of_the_declared_gpu_memory() -> None:
+    nodes = {"memoryMib": 81920}
+    config = stack([model("a", vgpu(memoryMib=40960), pods=3)], gpuNodes=nodes)
+    assert plan(config)["models"]["a"]["min"] == 1.5
+    assert gpus(config) == (2, 2)
+
+
+def test_memory_in_mib_without_the_gpus_size_counts_a_whole_gpu(capsys: Any, tmp_path: Path) -> None:
+    """A documented assumption, an upper bound, said in the plan's notes."""
+    config = stack([model("a", vgpu(memoryMib=4096), pods=2)])
+    assert gpus(config) == (2, 2)
+    assert parse_stack_config(project_values(config)).capacity().notes == (
+        "a: GPU memory unknown (platform.gpuNodes.memoryMib), each vGPU counted whole",
+    )
+
+
+def test_memory_oversubscription_fits_more_on_a_gpu() -> None:
+    models = [model("a", vgpu(memoryPercent=100, cores=10), pods=2)]
+    assert gpus(stack(models)) == (2, 2)
+    assert gpus(stack(models, hami={"enabled": True, "memoryScaling": 2})) == (1, 1)
+
+
+def test_shared_and_cpu_models_hold_nothing_accountable() -> None:
+    config = stack([model("a", {"mode": "shared", "visibleDevices": "0"}), model("b", None)])
+    found = plan(config)
+    assert found["gpus"] == {"min": 0, "peak": 0}
+    assert found["models"] == {
+        "a": {"mode": "shared", "min": 0.0, "peak": 0.0},
+        "b": {"mode": "none", "min": 0.0, "peak": 0.0},
+    }
+    assert parse_stack_config(project_values(config)).capacity().notes == (
+        "a shares GPUs outside the scheduler (gpu: shared): not counted",
+    )
+
+
+def test_declared_gpus_decide_whether_it_fits() -> None:
+    nodes = {"count": 2, "gpusPerNode": 4}
+    config = stack([model("a", {"mode": "exclusive"}, pods=4, peak=10)], gpuNodes=nodes)
+    assert plan(config)["declared"] == 8
+    assert plan(config)["fits"] == {"min": True, "peak": False}
+
+
+def test_a_minimum_that_does_not_fit_is_a_config_error() -> None:
+    config = stack([model("a", {"mode": "exclusive", "count": 2}, pods=5)], gpuNodes={"count": 2, "gpusPerNode": 4})
+    with pytest.raises(ConfigError) as error:
+        parse_stack_config(project_values(config))
+    assert [str(p) for p in error.value.problems] == [
+        "platform.gpuNodes: the models need 10 GPUs at their minimum replicas, more than the 8 declared "
+        "(2 nodes x 4): pods could never all schedule; add GPU nodes, or lower replicas or GPU requests"
+    ]
+
+
+def test_a_pod_bigger_than_a_node_is_a_config_error() -> None:
+    config = stack([model("a", {"mode": "exclusive", "count": 8})], gpuNodes={"count": 4, "gpusPerNode": 4})
+    with pytest.raises(ConfigError) as error:
+        parse_stack_config(project_values(config))
+    assert "models[0].gpu.count: each pod needs 8 GPUs on one node; platform.gpuNodes.gpusPerNode is 4" in str(
+        error.value
+    )
+
+
+def test_count_and_gpus_per_node_come_together() -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_stack_config(project_values(stack([], gpuNodes={"count": 2})))
+    assert "platform.gpuNodes.gpusPerNode: set count and gpusPerNode together" in str(error.value)
+
+
+def test_the_capacity_command_prints_exactly_the_json_shape(tmp_path: Path, capsys: Any) -> None:
+    path = write_stack_file(tmp_path / "Pulumi.s.yaml", stack([model("a", vgpu(memoryPercent=25), pods=2, peak=6)]))
+    assert main(["capacity", "--stack", "s", "--config", str(path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "gpus": {"min": 1, "peak": 2},
+        "declared": None,
+        "fits": {"min": None, "peak": None},
+        "models": {"a": {"mode": "vgpu", "min": 0.5, "peak": 1.5}},
+    }
+    assert main(["capacity", "--stack", "s", "--config", str(path)]) == 0
+    assert "GPUs: 1 at minimum replicas, 2 at peak (no GPUs declared)" in capsys.readouterr().out
+
+
+def test_render_shows_the_plan_warns_on_peak_and_outputs_it(tmp_path: Path, capsys: Any) -> None:
+    config = stack([model("a", {"mode": "exclusive"}, pods=2, peak=10)], gpuNodes={"count": 1, "gpusPerNode": 8})
+    path = write_stack_file(tmp_path / "Pulumi.s.yaml", config)
+    assert main(["render", "--stack", "s", "--config", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "GPUs: 2 at minimum replicas, 10 at peak of 8 declared\n" in out
+    assert "warning: at peak the models need 10 GPUs, more than the 8 declared\n" in out
+    _, _, outputs = read_render(tmp_path / "out")
+    assert outputs["capacity"]["gpus"] == {"min": 2, "peak": 10}
+    assert outputs["capacity"]["fits"] == {"min": True, "peak": False}
+
+
+def test_the_diff_says_how_the_plan_changed(render_dir: RenderDir, capsys: Any) -> None:
+    nodes = {"count": 1, "gpusPerNode": 8}
+    old = render_dir(stack([model("a", {"mode": "exclusive"}, pods=2, peak=6)], gpuNodes=nodes))
+    new = render_dir(stack([model("a", {"mode": "exclusive"}, pods=2, peak=8)], gpuNodes=nodes))
+    capsys.readouterr()
+    assert main(["diff", str(old), str(new)]) == 0
+    assert "GPU capacity: min GPUs 2, peak GPUs 6 -> 8 of 8 declared.\n" in capsys.readouterr().out

@@ -1,0 +1,309 @@
+"""`python -m infra analyze` against the real Prometheus (Debian's build) on loopback, its TSDB
+backfilled with promtool from OpenMetrics text shaped as Istio's sidecars report requests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.dashboard import Dashboard as GrafanaDashboard
+
+from inference_platform.analysis import comparison
+from inference_platform.analysis.dashboards import model_dashboard, panel_queries
+from inference_platform.cli.main import main
+from inference_platform.cli.stack_file import read_stack_file
+from inference_platform.stack.config import parse_stack_config, project_values
+from tests.conftest import base_config, write_stack_file
+from tests.platform.prometheus_harness import PROMTOOL, RunningPrometheus, prometheus
+from tests.ports import free_port
+
+pytestmark = pytest.mark.slow
+
+STEP = 15  # seconds between samples, as the platform scrapes
+MINUTES = 40
+# 5 % of v3's requests fail from minute 20 on; before that every version is clean.
+SHADOW_FAILS_FROM = 20 * 60
+BUCKETS = (("25", 0.5), ("50", 0.75), ("100", 1.0), ("250", 1.0), ("+Inf", 1.0))  # p95 = 90 ms
+
+# base_config's iris (v1 90, v2 10, v3 mirrored 50), churn with a shadow that sees too little
+# traffic, and a model with a single version (nothing to compare).
+CONFIG: dict[str, Any] = base_config()
+CONFIG["inference-platform:models"][1]["versions"].append(
+    {"name": "v2", "modelUri": "pvc://models/churn/v2", "mirrorPercent": 1}
+)
+CONFIG["inference-platform:models"].append(
+    {"name": "solo", "runtime": "mlserver", "versions": [{"name": "v1", "modelUri": "pvc://m/solo", "weight": 100}]}
+)
+# Requests per second by (model, version); churn's shadow sees too few to judge.
+RATES = {("iris", "v1"): 9.0, ("iris", "v2"): 1.0, ("iris", "v3"): 5.0, ("churn", "v1"): 4.0, ("churn", "v2"): 0.05}
+
+
+def labels(model: str, version: str, **extra: str) -> str:
+    pairs = {
+        "reporter": "destination",
+        "destination_workload_namespace": "service",
+        "destination_app": model,
+        "destination_version": version,
+        "source_workload": "istio-ingressgateway",
+    } | extra
+    return ",".join(f'{k}="{v}"' for k, v in pairs.items())
+
+
+def openmetrics(start: int) -> str:
+    """Counters and histogram buckets, sample by sample, as Prometheus would have scraped them."""
+    requests = ["# TYPE istio_requests counter"]
+    durations = ["# TYPE istio_request_duration_milliseconds histogram"]
+    for (model, version), rate in RATES.items():
+        ok = errors = 0.0
+        for step in range(MINUTES * 60 // STEP + 1):
+            t = start + step * STEP
+            failing = (model, version) == ("iris", "v3") and step * STEP > SHADOW_FAILS_FROM
+            if step:
+                errors += rate * STEP * (0.05 if failing else 0)
+                ok += rate * STEP * (0.95 if failing else 1)
+            requests.append(f"istio_requests_total{{{labels(model, version, response_code='200')}}} {ok:g} {t}")
+            requests.append(f"istio_requests_total{{{labels(model, version, response_code='503')}}} {errors:g} {t}")
+            total = ok + errors
+            for bound, share in BUCKETS:
+                bucket = labels(model, version, le=bound)
+                durations.append(f"istio_request_duration_milliseconds_bucket{{{bucket}}} {total * share:g} {t}")
+            durations.append(f"istio_request_duration_milliseconds_count{{{labels(model, version)}}} {total:g} {t}")
+            durations.append(f"istio_request_duration_milliseconds_sum{{{labels(model, version)}}} {total * 40:g} {t}")
+    gpu = ["# TYPE hami_container_device_utilization_ratio gauge"]
+    up = ["# TYPE up gauge"]
+    for model, version in RATES:
+        pod = f"{model}-{version}-7c9f8d4b6-x2v9q"
+        for step in range(MINUTES * 60 // STEP + 1):
+            t = start + step * STEP
+            gpu.append(
+                f'hami_container_device_utilization_ratio{{namespace="service",pod="{pod}",container="server",'
+                f'vdevice_index="0"}} 42 {t}'
+            )
+            up.append(
+                f'up{{job="kubernetes-pods",namespace="service",app="{model}",version="{version}",pod="{pod}"}} 1 {t}'
+            )
+    return "\n".join([*requests, *durations, *gpu, *up, "# EOF"]) + "\n"
+
+
+@pytest.fixture(scope="module")
+def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningPrometheus, int]]:
+    directory = tmp_path_factory.mktemp("prometheus")
+    start = int(time.time()) // 3600 * 3600 - 3 * 3600
+    (directory / "input.om").write_text(openmetrics(start))
+    done = subprocess.run(
+        [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(directory / "input.om"), str(directory / "data")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    config = directory / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 15s\n")
+    with prometheus(directory, config) as running:
+        yield running, start
+
+
+@pytest.fixture(scope="module")
+def stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_stack_file(tmp_path_factory.mktemp("stack") / "Pulumi.dev.yaml", CONFIG)
+
+
+def analyze(stack_file: Path, url: str, *extra: str) -> int:
+    return main(["analyze", "--stack", "dev", "--config", str(stack_file), "--prometheus", url, *extra])
+
+
+def verdicts(report: dict[str, Any]) -> dict[tuple[str, str], str]:
+    return {(m["model"], c["version"]): c["verdict"] for m in report["models"] for c in m["candidates"]}
+
+
+def test_every_verdict_in_json(backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any) -> None:
+    running, start = backfilled
+    at = start + 35 * 60
+    assert analyze(stack_file, running.url, "--at", str(at), "--format", "json") == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["stack"] == "dev"
+    assert report["window"] == "10m"
+    assert report["at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    assert [m["model"] for m in report["models"]] == ["iris", "churn"]  # solo has nothing to compare
+    assert verdicts(report) == {
+        ("iris", "v2"): "pass",
+        ("iris", "v3"): "fail",
+        ("churn", "v2"): "insufficient-data",
+    }
+    iris = report["models"][0]
+    assert iris["primary"] == "v1"
+    assert set(iris["primaryStats"]) == {"requests", "errorRatio", "p50Ms", "p95Ms", "p99Ms"}
+    assert iris["primaryStats"]["requests"] == pytest.approx(9 * 600, rel=0.01)
+    assert iris["primaryStats"]["errorRatio"] == 0
+    assert iris["primaryStats"]["p95Ms"] == pytest.approx(90)
+    canary, shadow = iris["candidates"]
+    assert set(canary) == {"version", "role", "requests", "errorRatio", "p50Ms", "p95Ms", "p99Ms", "verdict", "reasons"}
+    assert (canary["role"], canary["reasons"]) == ("canary", [])
+    assert canary["requests"] == pytest.approx(600, rel=0.01)
+    assert shadow["role"] == "shadow"
+    assert shadow["errorRatio"] == pytest.approx(0.05, abs=1e-6)
+    assert shadow["reasons"] == ["error ratio 5.00% is 5.00 points above the primary's 0.00% (allowed 1)"]
+    churn = report["models"][1]["candidates"][0]
+    assert churn["reasons"] == ["it served 30 requests, fewer than minRequests (100)"]
+
+
+def test_one_model_and_insufficient_data_exit_3(
+    backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any
+) -> None:
+    running, start = backfilled
+    assert analyze(stack_file, running.url, "--at", str(start + 35 * 60), "--model", "churn", "--format", "json") == 3
+    report = json.loads(capsys.readouterr().out)
+    assert verdicts(report) == {("churn", "v2"): "insufficient-data"}
+
+
+def test_before_the_shadow_failed_everything_passes(
+    backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any
+) -> None:
+    running, start = backfilled
+    rfc3339 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + 18 * 60))
+    assert analyze(stack_file, running.url, "--at", rfc3339, "--model", "iris", "--format", "json") == 0
+    assert set(verdicts(json.loads(capsys.readouterr().out)).values()) == {"pass"}
+
+
+def test_a_longer_window_dilutes_the_failure(
+    backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any
+) -> None:
+    """--window replaces the model's: over 30 minutes, 15 of them failing, v3 fails 2.5 %."""
+    running, start = backfilled
+    at = str(start + 35 * 60)
+    assert analyze(stack_file, running.url, "--at", at, "--model", "iris", "--window", "30m", "--format", "json") == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["window"] == "30m"
+    assert report["models"][0]["candidates"][1]["errorRatio"] == pytest.approx(0.025, rel=0.05)
+
+
+def test_table_and_markdown(backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any) -> None:
+    running, start = backfilled
+    at = str(start + 35 * 60)
+    assert analyze(stack_file, running.url, "--at", at, "--format", "markdown") == 1
+    markdown = capsys.readouterr().out
+    assert markdown.startswith("## Canary and shadow analysis: stack `dev`\n")
+    assert "| iris | v3 | shadow | 3000 | 5.00% | 25 | 90 | 98 | fail: error ratio 5.00% is 5.00 points" in markdown
+    assert "| iris | v1 | primary | 5400 | 0.00% |" in markdown
+    assert analyze(stack_file, running.url, "--at", at) == 1
+    table = capsys.readouterr().out
+    assert "insufficient-data" in table
+    assert "fail: error ratio" in table
+
+
+def test_prometheus_down_is_exit_4(stack_file: Path, capsys: Any) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    assert analyze(stack_file, url) == 4
+    err = capsys.readouterr().err
+    assert err == f"analyze: cannot reach Prometheus at {url}: ConnectionError\n"
+
+
+def test_an_answer_that_is_not_prometheus_is_exit_4(stack_file: Path, tmp_path: Path, capsys: Any) -> None:
+    """Something else answers on the URL (a plain file server): one line, no traceback."""
+    (tmp_path / "api" / "v1").mkdir(parents=True)
+    (tmp_path / "api" / "v1" / "query").write_text("<html>not Prometheus</html>")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(50):
+            if analyze(stack_file, url) == 4 and "not a query result" in capsys.readouterr().err:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the file server never answered")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--model", "nope"], "analyze: --model: the stack has no model 'nope'\n"),
+        (["--at", "yesterday"], "analyze: --at: Invalid isoformat string: 'yesterday'\n"),
+        (["--at", "2026-12-01T10:00:00"], "analyze: --at: 2026-12-01T10:00:00 has no time zone (add Z or an offset)\n"),
+    ],
+)
+def test_bad_usage_is_exit_2(stack_file: Path, extra: list[str], message: str, capsys: Any) -> None:
+    assert analyze(stack_file, "http://127.0.0.1:9", *extra) == 2
+    assert capsys.readouterr().err == message
+
+
+def test_a_bad_window_and_a_bad_config_are_exit_2(stack_file: Path, tmp_path: Path, capsys: Any) -> None:
+    with pytest.raises(SystemExit) as exited:
+        analyze(stack_file, "http://127.0.0.1:9", "--window", "ten minutes")
+    assert exited.value.code == 2
+    assert "not a duration: 'ten minutes'" in capsys.readouterr().err
+    bad = dict(CONFIG)
+    bad["inference-platform:models"] = [{**CONFIG["inference-platform:models"][0], "analysis": {"minRequests": 0}}]
+    path = write_stack_file(tmp_path / "Pulumi.bad.yaml", bad)
+    assert analyze(path, "http://127.0.0.1:9") == 2
+    err = capsys.readouterr().err
+    assert "models[0].analysis.minRequests" in err
+    assert "Traceback" not in err
+
+
+def test_every_dashboard_panel_query_returns_series(
+    backfilled: tuple[RunningPrometheus, int], stack_file: Path
+) -> None:
+    """Each panel's PromQL, run by promtool against the backfilled Prometheus, for every model
+    the dashboards cover: valid, and answering with series."""
+    running, start = backfilled
+    config = parse_stack_config(project_values(read_stack_file(stack_file).config))
+    covered = [c for m in config.models if (c := comparison.comparison(m, config.namespace)) is not None]
+    assert [c.model for c in covered] == ["iris", "churn"]
+    queries = [
+        (c.model, title, q) for c in covered for title, pairs in panel_queries(c, "hami").items() for q, _ in pairs
+    ]
+    assert len(queries) > 20
+    for model, title, query in queries:
+        done = subprocess.run(
+            [PROMTOOL, "query", "instant", f"--time={start + 35 * 60}", running.url, query],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, (model, title, done.stderr)
+        assert done.stdout.strip(), f"{model} / {title}: no series for {query}"
+
+
+def test_promtool_fails_a_query_that_finds_nothing_or_is_broken(backfilled: tuple[RunningPrometheus, int]) -> None:
+    running, start = backfilled
+    empty = subprocess.run(
+        [PROMTOOL, "query", "instant", f"--time={start + 35 * 60}", running.url, 'up{app="nope"}'],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (empty.returncode, empty.stdout.strip()) == (0, "")
+    broken = subprocess.run(
+        [PROMTOOL, "query", "instant", running.url, "sum by (app (up)"], capture_output=True, text=True, check=False
+    )
+    assert broken.returncode != 0
+
+
+def test_dashboards_survive_grafanas_own_types(stack_file: Path) -> None:
+    """Parsed by the SDK's Dashboard model and written back: nothing Grafana's types do not know."""
+    config = parse_stack_config(project_values(read_stack_file(stack_file).config))
+    for model in config.models:
+        compared = comparison.comparison(model, config.namespace)
+        if compared is None:
+            continue
+        document = model_dashboard(compared, "dcgm")
+        parsed = GrafanaDashboard.from_json(document)
+        assert json.loads(JSONEncoder(sort_keys=True).encode(parsed)) == document
+        assert len(document["panels"]) == 7  # a row, then six panels
+        misspelt = document | {"pannels": document["panels"]}
+        assert json.loads(JSONEncoder(sort_keys=True).encode(GrafanaDashboard.from_json(misspelt))) != misspelt

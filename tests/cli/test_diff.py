@@ -1,0 +1,180 @@
+"""`python -m infra diff`: a Markdown report a reviewer can read in a pull request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inference_platform.cli.diff import (
+    TRUNCATION_NOTE,
+    RenderDiff,
+    diff_objects,
+    diff_renders,
+    markdown_report,
+    truncated,
+)
+from inference_platform.cli.main import main
+from tests.conftest import base_config
+
+Config = dict[str, Any]
+RenderDir = Callable[[Config], Path]
+
+
+def iris(config: Config) -> dict[str, Any]:
+    model: dict[str, Any] = config["inference-platform:models"][0]
+    return model
+
+
+def report(render_dir: RenderDir, mutate: Callable[[Config], Any]) -> str:
+    config = base_config()
+    old = render_dir(config)
+    mutate(config)
+    return markdown_report(diff_renders(old, render_dir(config)))
+
+
+def test_identical_renders_report_no_changes(render_dir: RenderDir) -> None:
+    assert "No changes: both renders are identical." in report(render_dir, lambda c: None)
+
+
+def test_a_weight_change_is_reported_field_by_field(render_dir: RenderDir) -> None:
+    def shift(config: Config) -> None:
+        iris(config)["versions"][0]["weight"] = 80
+        iris(config)["versions"][1]["weight"] = 20
+
+    text = report(render_dir, shift)
+
+    assert "Kubernetes objects: 0 added, 0 removed, 2 changed." in text
+    assert "**Changed: `VirtualService service/iris-mesh (networking.istio.io/v1)`**" in text
+    assert "**Changed: `VirtualService service/iris (networking.istio.io/v1)`**" in text
+    assert "| `spec.http[0].route[0].weight` | `90` | `80` |" in text
+    assert "| `spec.http[1].route[1].weight` | `10` | `20` |" in text
+    assert "| `models.iris.weights.v1` | `90` | `80` |" in text  # the stack outputs section
+
+
+def test_an_added_version_shows_its_objects_in_full(render_dir: RenderDir) -> None:
+    new = {"name": "v4", "modelUri": "pvc://models/iris/v4", "weight": 0}
+    text = report(render_dir, lambda c: iris(c)["versions"].append(new))
+
+    assert "Kubernetes objects: 3 added, 0 removed, 3 changed." in text
+    assert "<details><summary>Added: <code>Deployment service/iris-v4 (apps/v1)</code></summary>" in text
+    block = text.split("Added: <code>Deployment service/iris-v4 (apps/v1)</code>")[1].split("</details>")[0]
+    assert "```yaml\nkind: Deployment\n" in block.replace("apiVersion: apps/v1\n", "")
+    assert "subPath: iris/v4" in block
+
+
+def test_a_new_pipeline_shows_its_objects_the_access_it_opens_and_its_outputs(render_dir: RenderDir) -> None:
+    pipeline = {"name": "flow", "nodes": {"root": {"routerType": "Sequence", "steps": [{"model": "iris"}]}}}
+
+    text = report(render_dir, lambda c: c.update({"inference-platform:pipelines": [pipeline]}))
+
+    assert "<details><summary>Added: <code>Deployment service/flow (apps/v1)</code></summary>" in text
+    assert "**Changed: `AuthorizationPolicy service/iris-access (security.istio.io/v1)`**" in text
+    assert "**Changed: `NetworkPolicy service/iris (networking.k8s.io/v1)`**" in text
+    assert '| `pipelines` | — | `{"flow": {"curl": "curl -sS http://flow.models.example.com/' in text
+
+
+def test_a_config_file_change_is_shown_as_a_text_diff(render_dir: RenderDir) -> None:
+    text = report(render_dir, lambda c: iris(c).update(parallelWorkers=4))
+
+    assert '-  "parallel_workers": 1' in text
+    assert '+  "parallel_workers": 4' in text
+    assert "```diff" in text
+
+
+def test_the_reverse_change_reports_the_reverse_diff(render_dir: RenderDir) -> None:
+    config = base_config()
+    old = render_dir(config)
+    iris(config)["versions"].append({"name": "v4", "modelUri": "pvc://models/iris/v4", "weight": 0})
+    iris(config)["versions"][0]["weight"] = 80
+    iris(config)["versions"][3]["weight"] = 10
+    new = render_dir(config)
+
+    forward_objects, _, forward_outputs, *_ = diff_renders(old, new)
+    back_objects, _, back_outputs, *_ = diff_renders(new, old)
+
+    assert forward_objects.added == back_objects.removed
+    assert forward_objects.removed == back_objects.added
+    assert forward_objects.changed.keys() == back_objects.changed.keys()
+    for label, changes in forward_objects.changed.items():
+        reversed_changes = {(c.path, repr(c.after), repr(c.before)) for c in changes}
+        assert reversed_changes == {(c.path, repr(c.before), repr(c.after)) for c in back_objects.changed[label]}
+    assert {(c.path, repr(c.after), repr(c.before)) for c in forward_outputs} == {
+        (c.path, repr(c.before), repr(c.after)) for c in back_outputs
+    }
+
+
+def test_diff_command_prints_markdown_and_refuses_missing_directories(
+    render_dir: RenderDir, tmp_path: Path, capsys: Any
+) -> None:
+    out = render_dir(base_config())
+    capsys.readouterr()
+
+    assert main(["diff", str(out), str(out)]) == 0
+    assert capsys.readouterr().out.startswith("## inference-platform render diff")
+    assert main(["diff", str(out), str(tmp_path / "nope")]) == 2
+    assert "not a render directory" in capsys.readouterr().err
+
+
+def test_a_long_report_is_cut_at_a_whole_line_for_a_comment(render_dir: RenderDir, tmp_path: Path, capsys: Any) -> None:
+    config = base_config()
+    old = render_dir(config)
+    extra = [{"name": f"v{n}", "modelUri": f"pvc://models/iris/v{n}", "weight": 0} for n in range(4, 12)]
+    iris(config)["versions"] += extra
+    new = render_dir(config)
+    capsys.readouterr()
+    full = markdown_report(diff_renders(old, new))
+    assert len(full) > 8000
+
+    assert main(["diff", "--max-chars", "8000", str(old), str(new)]) == 0
+    cut = capsys.readouterr().out
+
+    assert len(cut) <= 8000
+    assert cut.endswith(TRUNCATION_NOTE)
+    lines = cut.removesuffix(TRUNCATION_NOTE).splitlines()
+    same = next((i for i, (a, b) in enumerate(zip(lines, full.splitlines(), strict=False)) if a != b), len(lines))
+    assert same > 50  # whole lines of the report, then at most the closers of what they left open
+    assert lines[same:] in ([], ["```"], ["</details>"], ["```", "</details>"])
+    assert sum(line.startswith("```") for line in lines) % 2 == 0  # every code block closed
+    assert sum(line.startswith("<details>") for line in lines) == lines.count("</details>")
+    assert truncated(full, len(full)) == full
+
+
+def test_a_value_whose_type_changes_is_reported(render_dir: RenderDir) -> None:
+    """A mirror of 50 is written as the integer 50; 12.5 is a float: a type change, never "no changes"."""
+    text = report(render_dir, lambda c: iris(c)["versions"][2].update(mirrorPercent=12.5))
+
+    assert "No changes" not in text
+    assert "**Changed: `VirtualService service/iris (networking.istio.io/v1)`**" in text
+    assert "| `spec.http[0].mirrors[0].percentage.value` | `50` | `12.5` |" in text
+    assert "| `models.iris.mirrors.v3` | `50` | `12.5` |" in text
+
+
+def config_map(value: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m", "namespace": "service"}, "data": value}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "row"),
+    [
+        (50, 12.5, "| `data` | `50` | `12.5` |"),
+        # Equal in Python, different to Kubernetes and YAML: still a change.
+        (50, 50.0, "| `data` | `50` | `50.0` |"),
+        (1, True, "| `data` | `1` | `true` |"),
+        ("50", 50, "| `data` | `50` | `50` |"),
+        ({"value": 50}, [50], '| `data` | `{"value": 50}` | `[50]` |'),
+        (None, 0, "| `data` | `null` | `0` |"),
+    ],
+)
+def test_a_type_change_is_a_change_even_between_equal_values(before: Any, after: Any, row: str) -> None:
+    objects = diff_objects([config_map(before)], [config_map(after)])
+
+    (change,) = objects.changed["ConfigMap service/m (v1)"]
+    assert (change.path, change.before, change.after) == ("data", before, after)
+    assert (type(change.before), type(change.after)) == (type(before), type(after))
+    text = markdown_report(RenderDiff(objects, diff_objects([], []), [], {}))
+    assert "No changes" not in text
+    assert "Kubernetes objects: 0 added, 0 removed, 1 changed." in text
+    assert row in text

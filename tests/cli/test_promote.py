@@ -1,0 +1,405 @@
+"""`python -m infra promote`: every move, every refusal, and files edited line by line."""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from inference_platform.cli.diff import FieldChange, ObjectDiff, RenderDiff, diff_renders, markdown_report
+from inference_platform.cli.main import main
+from inference_platform.cli.promote import _mapping_indent
+from inference_platform.cli.render import run_program
+from inference_platform.cli.render_files import CHARTS, MANIFESTS, OUTPUTS, render_texts, write_render
+from inference_platform.cli.stack_file import read_stack_file
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Path:
+    path = tmp_path / "Pulumi.dev.yaml"
+    shutil.copy(ROOT / "Pulumi.dev.yaml", path)
+    return path
+
+
+@pytest.fixture
+def prod(tmp_path: Path) -> Path:
+    path = tmp_path / "Pulumi.prod.yaml"
+    shutil.copy(ROOT / "Pulumi.prod.yaml", path)
+    return path
+
+
+def run(path: Path, *args: str) -> int:
+    stack = path.name.split(".")[1]
+    return main(["promote", "--stack", stack, "--config", str(path), *args])
+
+
+def changed_lines(before: str, after: str) -> list[str]:
+    return [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+
+
+def versions(path: Path, model: str) -> list[dict[str, Any]]:
+    config = yaml.safe_load(path.read_text())["config"]
+    found: list[dict[str, Any]] = next(m for m in config["inference-platform:models"] if m["name"] == model)["versions"]
+    return found
+
+
+def test_set_weights_changes_only_those_lines_and_prints_the_render_diff(
+    dev: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = dev.read_text()
+
+    assert run(dev, "--model", "iris", "--weights", "v1=50,v2=50") == 0
+
+    assert changed_lines(before, dev.read_text()) == [
+        "-          weight: 90",
+        "+          weight: 50",
+        "-          weight: 10",
+        "+          weight: 50",
+    ]
+    out = capsys.readouterr().out
+    # Both renders are of this stack: the alert rules (which name it) do not change.
+    assert "Kubernetes objects: 0 added, 0 removed, 2 changed. Helm charts: 0 added, 0 removed, 0 changed." in out
+    assert "**Changed: `VirtualService service/iris (networking.istio.io/v1)`**" in out
+    assert "**Changed: `VirtualService service/iris-mesh (networking.istio.io/v1)`**" in out
+    assert "| `spec.http[0].route[0].weight` | `90` | `50` |" in out
+
+
+def test_a_shadow_given_a_weight_goes_live(dev: Path) -> None:
+    assert run(dev, "--model", "iris", "--weights", "v1=80,v2=10,v3=10") == 0
+    assert versions(dev, "iris")[2] == {"name": "v3", "modelUri": "pvc://models/iris/v3", "weight": 10}
+
+
+def test_start_and_stop_a_shadow(dev: Path) -> None:
+    assert run(dev, "--model", "iris", "--mirror", "v3=20") == 0
+    assert versions(dev, "iris")[2]["mirrorPercent"] == 20
+
+    assert run(dev, "--model", "iris", "--mirror", "v3=0") == 0
+    assert versions(dev, "iris")[2] == {"name": "v3", "modelUri": "pvc://models/iris/v3", "weight": 0}
+
+
+def test_add_a_version_idle_or_straight_into_a_shadow(dev: Path) -> None:
+    before = dev.read_text()
+
+    assert run(dev, "--model", "iris", "--add-version", "v4", "--model-uri", "pvc://models/iris/v4") == 0
+
+    assert changed_lines(before, dev.read_text()) == [
+        "+        - name: v4",
+        "+          modelUri: pvc://models/iris/v4",
+        "+          weight: 0",
+    ]
+    assert run(dev, "--model", "churn", "--add-version", "v2", "--model-uri", "s3://m/churn/2", "--mirror", "v2=5") == 0
+    assert versions(dev, "churn")[1] == {"name": "v2", "modelUri": "s3://m/churn/2", "mirrorPercent": 5}
+
+
+def test_retire_a_version(dev: Path) -> None:
+    assert run(dev, "--model", "iris", "--retire", "v3") == 0
+    assert [v["name"] for v in versions(dev, "iris")] == ["v1", "v2"]
+
+    assert run(dev, "--model", "iris", "--retire", "v1", "--weights", "v2=100") == 0
+    assert versions(dev, "iris") == [{"name": "v2", "modelUri": "pvc://models/iris/v2", "weight": 100}]
+
+
+def test_comments_order_and_encrypted_secrets_survive(prod: Path) -> None:
+    before = prod.read_text()
+
+    assert run(prod, "--model", "fraud", "--weights", "v7=50,v8=50") == 0
+
+    after = prod.read_text()
+    assert changed_lines(before, after) == [
+        "-          weight: 90",
+        "+          weight: 50",
+        "-          weight: 10",
+        "+          weight: 50",
+    ]
+    for line in before.splitlines():
+        if "secure:" in line or line.lstrip().startswith("#") or "encryptionsalt" in line:
+            assert line in after.splitlines()
+
+
+# Each refusal's whole report, word for word: the message is the interface.
+INVALID_MOVE = "invalid stack config (2 problems):\n  the move would leave the stack invalid; nothing was written\n  "
+REFUSALS = [
+    (
+        ["--model", "iris", "--weights", "v1=80"],
+        INVALID_MOVE
+        + "models[0].versions: live weights add up to 90 (v1=80, v2=10); they must add up to exactly 100\n",
+    ),
+    (
+        ["--model", "iris", "--retire", "v1"],
+        INVALID_MOVE + "models[0].versions: live weights add up to 10 (v2=10); they must add up to exactly 100\n",
+    ),
+    (
+        ["--model", "nope", "--weights", "v1=100"],
+        "promote: no model named 'nope' in the stack (models: iris, churn); nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--weights", "v9=100"],
+        "promote: model 'iris' has no version 'v9' (versions: v1, v2, v3); nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--add-version", "v1", "--model-uri", "pvc://m/x"],
+        "promote: model 'iris' already has a version 'v1'; nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--add-version", "v4"],
+        "promote: --add-version needs --model-uri: where the new version's files are; nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--model-uri", "pvc://m/x"],
+        "promote: --model-uri goes with --add-version; nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--mirror", "v1=0"],
+        "promote: --mirror v1=0: version 'v1' is not a shadow; nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--mirror", "v3=150"],
+        INVALID_MOVE + "models[0].versions[2].mirrorPercent: Input should be less than or equal to 100 (got 150)\n",
+    ),
+    (
+        ["--model", "iris", "--weights", "v1:100"],
+        "promote: --weights: write <version>=<number>, not 'v1:100'; nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--weights", "v1=5=0"],
+        "promote: --weights: '5=0' is not a number (in 'v1=5=0'); nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--weights", "v1=most"],
+        "promote: --weights: 'most' is not a number (in 'v1=most'); nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--add-version", "V4", "--model-uri", "pvc://m/x"],
+        INVALID_MOVE + "models[0].versions[3].name: 'V4' is not a valid name: use at most 63 lowercase letters, digits "
+        "and '-', starting and ending with a letter or digit\n",
+    ),
+    (
+        ["--model", "iris", "--add-version", "v4", "--model-uri", "ftp://m/x"],
+        INVALID_MOVE + "models[0].versions[3].modelUri: 'ftp://m/x' has an unsupported scheme: "
+        "use one of pvc://, s3://, gs://, http://, https://, hf://\n",
+    ),
+    (
+        ["--model", "iris"],
+        "promote: nothing to do: give --weights, --mirror, --add-version or --retire; nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--retire", "v9"],
+        "promote: model 'iris' has no version 'v9' (versions: v1, v2, v3); nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--weights", ","],
+        "promote: --weights: name at least one version; nothing was written\n",
+    ),
+    (
+        ["--model", "iris", "--mirror", "v9=5"],
+        "promote: model 'iris' has no version 'v9' (versions: v1, v2, v3); nothing was written\n",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), REFUSALS, ids=[" ".join(a[2:]) or "nothing" for a, _ in REFUSALS])
+def test_refusals_exit_2_and_leave_the_file_alone(
+    dev: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    before = dev.read_bytes()
+
+    assert run(dev, *args) == 2
+
+    assert capsys.readouterr().err == message
+    assert dev.read_bytes() == before
+    assert sorted(p.name for p in dev.parent.iterdir()) == ["Pulumi.dev.yaml"]
+
+
+def test_a_missing_stack_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(tmp_path / "Pulumi.gone.yaml", "--model", "iris", "--weights", "v1=100") == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+BROKEN_FILES = {
+    "not-a-mapping": ("- a\n- list\n", "promote: the stack file is not a mapping;"),
+    "no-models": (
+        "config:\n  inference-platform:domain: models.example.com\n",
+        "promote: the stack file has no inference-platform:models list;",
+    ),
+    "models-not-a-list": (
+        "config:\n  inference-platform:models: iris\n",
+        "promote: the stack file has no inference-platform:models list;",
+    ),
+    "no-models-at-all": (
+        "config:\n  inference-platform:models: []\n",
+        "promote: no model named 'iris' in the stack (models: none)",
+    ),
+    "versions-not-a-list": (
+        "config:\n  inference-platform:models:\n    - name: iris\n      versions: v1\n",
+        "promote: model 'iris' has no versions list",
+    ),
+    "not-yaml": ("config: [unclosed\n", "promote: the stack file is not valid YAML: while parsing a flow sequence"),
+    "nested-flow": (
+        "config: {x: " + "[" * 5000 + "]" * 5000 + "}\n",
+        "promote: the stack file nests values too deeply to edit;",
+    ),
+    "nested-block": (
+        "config:\n  x:\n" + "".join("    " + "  " * d + "- \n" for d in range(60)),
+        "promote: the stack file nests values more than 32 levels deep; refusing to read it;",
+    ),
+    "huge": ("config:\n  x:y: " + "a" * (2 * 1024 * 1024) + "\n", "invalid stack config (1 problem):"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_FILES))
+def test_broken_and_hostile_stack_files_are_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    text, words = BROKEN_FILES[name]
+    path = tmp_path / "Pulumi.broken.yaml"
+    path.write_text(text)
+
+    assert run(path, "--model", "iris", "--weights", "v1=100") == 2
+
+    err = capsys.readouterr().err
+    assert err.startswith(words)
+    assert "Traceback" not in err
+    assert path.read_text() == text
+
+
+def reverse(diff: ObjectDiff) -> ObjectDiff:
+    """The diff that undoes `diff`."""
+    return ObjectDiff(
+        added=diff.removed,
+        removed=diff.added,
+        changed={
+            label: [FieldChange(c.path, c.after, c.before) for c in fields] for label, fields in diff.changed.items()
+        },
+    )
+
+
+ROLLBACKS = {
+    "shift weights": ["--model", "iris", "--weights", "v1=50,v2=50"],
+    "start a shadow": ["--model", "iris", "--add-version", "v4", "--model-uri", "pvc://m/4", "--mirror", "v4=10"],
+    "retire a shadow": ["--model", "iris", "--retire", "v3"],
+}
+
+
+@pytest.mark.parametrize("move", ROLLBACKS.values(), ids=ROLLBACKS.keys())
+def test_rolling_back_the_config_commit_reverses_the_diff(dev: Path, tmp_path: Path, move: list[str]) -> None:
+    """Revert the commit and the render diff, objects, charts, outputs and the Markdown a reviewer
+    reads, is the exact reverse of the promotion's."""
+
+    def render(name: str) -> Path:
+        out = tmp_path / name
+        write_render(render_texts(run_program("dev", read_stack_file(dev))), out)
+        return out
+
+    original = dev.read_text()
+    before = render("before")
+    assert run(dev, *move) == 0
+    after = render("after")
+    dev.write_text(original)  # git revert of the config commit
+    rolled_back = render("rolled-back")
+
+    forward = diff_renders(before, after)
+    backward = diff_renders(after, rolled_back)
+    objects, charts, outputs, *_ = forward
+    assert not objects.empty
+    assert backward[0] == reverse(objects)
+    assert backward[1] == reverse(charts)
+    assert backward[2] == [FieldChange(c.path, c.after, c.before) for c in outputs]
+    assert markdown_report(backward) == markdown_report(RenderDiff(reverse(objects), reverse(charts), backward[2], {}))
+    assert markdown_report(diff_renders(before, rolled_back)).endswith("No changes: both renders are identical.\n")
+    for name in (MANIFESTS, CHARTS, OUTPUTS):
+        assert (rolled_back / name).read_bytes() == (before / name).read_bytes()
+
+
+def test_promoting_a_model_a_pipeline_calls_touches_no_pipeline_object(dev: Path, tmp_path: Path) -> None:
+    stack = yaml.safe_load(dev.read_text())
+    stack["config"]["inference-platform:pipelines"] = [
+        {"name": "iris-flow", "nodes": {"root": {"routerType": "Sequence", "steps": [{"model": "iris"}]}}}
+    ]
+    dev.write_text(yaml.safe_dump(stack, sort_keys=False))
+    before = tmp_path / "before"
+    assert main(["render", "--stack", "dev", "--config", str(dev), "--out", str(before), "--no-charts"]) == 0
+
+    assert run(dev, "--model", "iris", "--weights", "v1=50,v2=50") == 0
+
+    after = tmp_path / "after"
+    assert main(["render", "--stack", "dev", "--config", str(dev), "--out", str(after), "--no-charts"]) == 0
+    diff = diff_renders(before, after).objects
+    assert diff.changed, "the promotion changed nothing"
+    assert not diff.added
+    assert not diff.removed
+    assert not [label for label in diff.changed if "iris-flow" in label]
+    assert {label.split()[0] for label in diff.changed} == {"VirtualService"}
+
+
+def test_a_fractional_mirror_share_is_written_as_it_was_given(dev: Path) -> None:
+    assert run(dev, "--model", "iris", "--mirror", "v3=12.5") == 0
+    assert versions(dev, "iris")[2]["mirrorPercent"] == 12.5
+
+    assert run(dev, "--model", "iris", "--mirror", "v3=20.0") == 0
+    assert versions(dev, "iris")[2]["mirrorPercent"] == 20
+    assert "mirrorPercent: 20\n" in dev.read_text()
+
+
+def test_a_file_indented_by_four_keeps_its_indentation(dev: Path) -> None:
+    config = yaml.safe_load(dev.read_text())
+    dev.write_text(yaml.safe_dump(config, indent=4, sort_keys=False))
+    before = dev.read_text()
+
+    assert run(dev, "--model", "iris", "--weights", "v1=50,v2=50") == 0
+
+    assert changed_lines(before, dev.read_text()) == [
+        "-            weight: 90",
+        "+            weight: 50",
+        "-            weight: 10",
+        "+            weight: 50",
+    ]
+
+
+def test_long_lines_are_never_rewrapped(dev: Path) -> None:
+    config = yaml.safe_load(dev.read_text())
+    long_value = " ".join(["word"] * 2000)  # 9999 characters with spaces to wrap at
+    config["config"]["inference-platform:models"][0]["env"] = [{"name": "NOTE", "value": long_value}]
+    dev.write_text(yaml.dump(config, width=1_000_000, sort_keys=False))
+    before = dev.read_text()
+
+    assert run(dev, "--model", "iris", "--weights", "v1=50,v2=50") == 0
+
+    assert len(changed_lines(before, dev.read_text())) == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "indent"),
+    [
+        ("config:\n  inference-platform:domain: x\n", 2),
+        ("config:\n    inference-platform:domain: x\n", 4),
+        ("config:\n# a comment first\n\n    key: x\n", 4),
+        ("a:\nb:\n  c: 1\n", 2),
+        ("a:\n    - x\nb:\n   c: 1\n", 3),
+        ("list:\n- a\n  key:\n      sub: 1\n", 4),
+        ("a: >\n    folded text\nb:\n  c: 1\n", 2),
+        ("just: scalars\n", 2),
+        ("list:\n- item:\n    leaf: 1\n", 2),
+    ],
+    ids=[
+        "two",
+        "four",
+        "comment-and-blank",
+        "empty-key",
+        "sequence-first",
+        "nested-in-sequence",
+        "folded",
+        "flat",
+        "sequence-item-key",
+    ],
+)
+def test_the_mapping_indent_is_read_from_the_first_nested_mapping(text: str, indent: int) -> None:
+    assert _mapping_indent(text) == indent

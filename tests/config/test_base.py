@@ -1,0 +1,35 @@
+"""The value types Kubernetes imposes on config, checked against Kubernetes' own parsers."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.utils import parse_quantity
+from pydantic_core import PydanticCustomError
+
+from inference_platform.config.base import check_quantity, duration_nanoseconds
+
+CANDIDATES = ["1", "500m", "250u", "100n", "1.5", ".5", "2k", "1.5Gi", "512Mi", "3e2", "1E3", "2Ei", "1P"]
+# Not quantities, and (the last) a negative one: sizes and requests in config are never negative.
+REFUSED = ["", "1.5 Gi", "5mi", "Ki", "1x", "1,5", "0x10", "-1"]
+
+
+@pytest.mark.parametrize("text", CANDIDATES)
+def test_quantities_kubernetes_reads_are_accepted(text: str) -> None:
+    parse_quantity(text)  # Kubernetes' client reads it
+
+    assert check_quantity(text) == text
+
+
+@pytest.mark.parametrize("text", REFUSED)
+def test_what_is_not_a_quantity_or_is_negative_is_refused(text: str) -> None:
+    with pytest.raises(PydanticCustomError):
+        check_quantity(text)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("102ms", "0.102s"), ("1m30s", "90s"), ("1h", "3600s"), ("1500us", "1.5ms"), ("0.1s", "100000000ns")],
+)
+def test_durations_compare_exactly_in_any_unit(a: str, b: str) -> None:
+    assert duration_nanoseconds(a) == duration_nanoseconds(b)
+    assert duration_nanoseconds(a) < duration_nanoseconds(b + "1ns")

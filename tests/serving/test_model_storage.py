@@ -1,0 +1,189 @@
+"""Model files: which URIs are accepted, and KServe's own storage code consuming what we render."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import os
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kserve_storage import Storage
+from pydantic import TypeAdapter, ValidationError
+
+from inference_platform.serving.model_storage import (
+    AWS_CREDENTIALS_FILE,
+    HF_TOKEN_FILE,
+    SECRET_DIR,
+    ModelUri,
+    StorageCredentials,
+    initializer_env,
+    model_files,
+)
+
+URI = TypeAdapter(ModelUri)
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "pvc://models/iris/v1",
+        "s3://bucket/path/to/model",
+        "s3://bucket",
+        "gs://bucket/resnet/3",
+        "https://models.example.com/bert/bert.mar",
+        "http://10.0.0.1:8080/model.tar.gz",
+        "hf://meta-llama/Llama-3.1-8B-Instruct",
+        "hf://org/model:0123abc",
+    ],
+)
+def test_supported_uris(uri: str) -> None:
+    assert URI.validate_python(uri) == uri
+
+
+@pytest.mark.parametrize(
+    ("uri", "words"),
+    [
+        ("ftp://host/model", "unsupported scheme"),
+        ("models/iris", "unsupported scheme"),
+        ("pvc://models", "needs a path inside the claim"),
+        ("pvc://Models_Claim/x", "not a valid DNS name"),
+        ("s3:///path", "names no claim, bucket or host"),
+        ("s3://bucket/../secret", "must not contain '..'"),
+        ("https://models.example.com/", "must name a file"),
+        ("hf://meta-llama", "hf://<owner>/<model>"),
+        ("hf://a/b/c", "hf://<owner>/<model>"),
+    ],
+)
+def test_unsupported_uris(uri: str, words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        URI.validate_python(uri)
+
+
+def initializer(uri: str, credentials: StorageCredentials | None = None) -> dict[str, Any]:
+    files = model_files(
+        uri,
+        volume_name="model-files",
+        download_size="1Gi",
+        access=credentials.access("creds") if credentials else None,
+        scratch_volume="scratch",
+        security_context={},
+    )
+    assert files.init_container is not None
+    return files.init_container
+
+
+def plain_env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+
+
+class _Files(http.server.SimpleHTTPRequestHandler):
+    def guess_type(self, path: Any) -> str:
+        # The storage initializer insists on these content types (as object stores send them).
+        return "application/x-tar" if str(path).endswith(".tar") else "application/octet-stream"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def file_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    root = tmp_path / "served"
+    root.mkdir()
+    handler = lambda *a, **k: _Files(*a, directory=str(root), **k)  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", root
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run_initializer(container: dict[str, Any], out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Do what the init container does: download its first argument into its second (remapped)."""
+    for name, value in plain_env(container).items():
+        monkeypatch.setenv(name, value.replace("/tmp", str(out.parent / "scratch")))
+    source, destination = container["args"]
+    assert destination == "/mnt/models"
+    Storage.download(source, str(out))
+
+
+def test_the_storage_initializer_downloads_a_file_where_the_server_looks(
+    file_server: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, served = file_server
+    (served / "bert.mar").write_bytes(b"an archive")
+    out = tmp_path / "model-store"
+
+    run_initializer(initializer(f"{base}/bert.mar"), out, monkeypatch)
+
+    assert (out / "bert.mar").read_bytes() == b"an archive"
+
+
+def test_the_storage_initializer_unpacks_an_archive(
+    file_server: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, served = file_server
+    with tarfile.open(served / "saved_model.tar", "w") as archive:
+        for name, data in (("saved_model.pb", b"graph"), ("variables/variables.index", b"index")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    out = tmp_path / "mnist-1"
+
+    run_initializer(initializer(f"{base}/saved_model.tar"), out, monkeypatch)
+
+    assert (out / "saved_model.pb").read_bytes() == b"graph"
+    assert (out / "variables" / "variables.index").exists()
+
+
+def test_s3_settings_reach_the_storage_initializers_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    credentials = StorageCredentials.model_validate(
+        {"s3": {"endpoint": "https://minio.example.com", "region": "eu-west-1", "verifySsl": False,
+                "accessKeyId": "id", "secretAccessKey": "key"}}
+    )  # fmt: skip
+    env = plain_env(initializer("s3://bucket/model", credentials))
+    for name in ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "S3_VERIFY_SSL", "awsAnonymousCredential"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    kwargs = Storage._get_s3_client_kwargs()
+
+    assert kwargs["endpoint_url"] == "https://minio.example.com"
+    assert kwargs["verify"] is False
+    assert os.environ["AWS_DEFAULT_REGION"] == "eu-west-1"
+    assert kwargs["config"].signature_version is None  # signed with the keys from the Secret
+
+
+def test_without_keys_s3_is_read_anonymously(monkeypatch: pytest.MonkeyPatch) -> None:
+    from botocore import UNSIGNED
+
+    monkeypatch.delenv("awsAnonymousCredential", raising=False)
+    assert Storage.get_S3_config().signature_version is not UNSIGNED  # signed unless told otherwise
+    env = plain_env(initializer("s3://public-bucket/model"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    assert Storage.get_S3_config().signature_version is UNSIGNED
+
+
+@pytest.mark.parametrize(
+    ("scheme", "variable", "file"),
+    [("s3", "AWS_SHARED_CREDENTIALS_FILE", AWS_CREDENTIALS_FILE), ("hf", "HF_TOKEN_PATH", HF_TOKEN_FILE)],
+)
+def test_credentials_reach_the_initializer_as_files_from_the_secret(scheme: str, variable: str, file: str) -> None:
+    """The SDKs read the credentials from the Secret mounted as files, not from the environment."""
+    credentials = StorageCredentials.model_validate(
+        {"s3": {"accessKeyId": "id-value", "secretAccessKey": "key-value"}, "huggingface": {"token": "tok"}}
+    )
+    env, mounts = initializer_env(scheme, credentials.access("creds"))
+    assert mounts
+    assert {e["name"]: e["value"] for e in env}[variable] == f"{SECRET_DIR}/{file}"
+    assert all(set(e) == {"name", "value"} for e in env)  # plain values only: nothing secret inlined or referenced
