@@ -6,7 +6,7 @@ import pytest
 from kubernetes.utils import parse_quantity
 from pydantic_core import PydanticCustomError
 
-from inference_platform.config.base import check_quantity, duration_nanoseconds
+from inference_platform.config.base import check_pinned_image, check_quantity, duration_nanoseconds
 
 CANDIDATES = ["1", "500m", "250u", "100n", "1.5", ".5", "2k", "1.5Gi", "512Mi", "3e2", "1E3", "2Ei", "1P"]
 # Not quantities, and (the last) a negative one: sizes and requests in config are never negative.
@@ -33,3 +33,41 @@ def test_what_is_not_a_quantity_or_is_negative_is_refused(text: str) -> None:
 def test_durations_compare_exactly_in_any_unit(a: str, b: str) -> None:
     assert duration_nanoseconds(a) == duration_nanoseconds(b)
     assert duration_nanoseconds(a) < duration_nanoseconds(b + "1ns")
+
+
+DIGEST = "sha256:" + "f" * 64
+# From distribution/reference's own test table (reference_test.go), each with a tag or digest.
+PINNED = [
+    "test.com:tag",
+    "test:5000/repo:tag",
+    f"test:5000/repo@{DIGEST}",
+    f"test:5000/repo:tag@{DIGEST}",
+    "lowercase:Uppercase",
+    "sub-dom1.foo.com/bar/baz/quux:some-long-tag",
+    "b.gcr.io/test.example.com/my-app:test.example.com",
+    "xn--n3h.com/myimage:xn--n3h.com",
+    "nvcr.io/nvidia/tritonserver:24.08-py3",
+]
+NOT_REFERENCES = [
+    "",
+    ":justtag",
+    f"@{DIGEST}",
+    "Uppercase:tag",
+    "aa/asdf$$^/aa:1",
+    "repo@sha256:ffff",
+    "s3:///nobucket",
+]
+UNPINNED = ["test_com", "test:5000/repo", "pytorch/torchserve", "seldonio/mlserver:latest"]
+
+
+@pytest.mark.parametrize("image", PINNED)
+def test_pinned_image_references_are_accepted(image: str) -> None:
+    assert check_pinned_image(image) == image
+
+
+@pytest.mark.parametrize(("images", "kind"), [(NOT_REFERENCES, "image_reference"), (UNPINNED, "image_not_pinned")])
+def test_what_is_no_reference_or_not_pinned_is_refused(images: list[str], kind: str) -> None:
+    for image in images:
+        with pytest.raises(PydanticCustomError) as error:
+            check_pinned_image(image)
+        assert error.value.type == kind, image

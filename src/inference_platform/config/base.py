@@ -47,6 +47,14 @@ _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # Durations as Istio and Kubernetes write them: 1h, 30s, 250ms, 1m30s.
 _DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(h|m|s|ms|us|µs|ns))+$")
+# An image reference as the container runtime parses it (distribution/reference's grammar):
+# [registry[:port]/]path[:tag][@digest].
+_REGISTRY = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+_IMAGE = re.compile(
+    rf"^(?P<name>{_REGISTRY}?{_PATH})(?::(?P<tag>[\w][\w.-]{{0,127}}))?"
+    r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$"
+)
 
 
 def check_dns1123_label(value: str) -> str:
@@ -142,6 +150,24 @@ def check_duration(value: str) -> str:
     return value
 
 
+def check_pinned_image(value: str) -> str:
+    """An image reference the runtime can pull, pinned: a tag other than latest, or a digest."""
+    found = _IMAGE.match(value)
+    if found is None or len(found["name"]) > 255:
+        raise PydanticCustomError(
+            "image_reference",
+            "'{value}' is not an image reference: write [registry/]repository:tag or repository@sha256:<digest>",
+            {"value": value},
+        )
+    if not found["digest"] and found["tag"] in (None, "latest"):
+        raise PydanticCustomError(
+            "image_not_pinned",
+            "'{value}' is not pinned: give it a tag other than latest, or an @sha256: digest",
+            {"value": value},
+        )
+    return value
+
+
 DNS1123Label = Annotated[str, AfterValidator(check_dns1123_label)]
 """Names of most Kubernetes objects and label values: lowercase alphanumerics and '-'."""
 
@@ -157,6 +183,9 @@ Duration = Annotated[str, AfterValidator(check_duration)]
 
 Labels = Annotated[dict[str, str], AfterValidator(check_labels)]
 """Kubernetes labels (or a label selector's matchLabels)."""
+
+PinnedImage = Annotated[str, AfterValidator(check_pinned_image)]
+"""A container image by tag (not latest) or digest: what runs must be what was reviewed."""
 
 Percent = Annotated[float, Field(gt=0, le=100)]
 

@@ -17,6 +17,7 @@ from inference_platform.config.base import (
     DNS1123Label,
     Duration,
     Percent,
+    PinnedImage,
     Quantity,
     config_problems,
     duplicate_problems,
@@ -83,9 +84,7 @@ class ModelVersion(ConfigModel):
     replicas: Annotated[int, Field(ge=0, le=1000)] | None = Field(
         default=None, description="Overrides the model's replicas for this version."
     )
-    image: Annotated[str, Field(min_length=1)] | None = Field(
-        default=None, description="Overrides the runtime's image for this version."
-    )
+    image: PinnedImage | None = Field(default=None, description="Overrides the runtime's image for this version.")
     resources: Resources | None = None
     env: list[EnvVar] = Field(default_factory=list)
     args: list[str] = Field(default_factory=list, description="Appended to the model's server arguments.")
@@ -115,7 +114,7 @@ class TransformerSpec(ConfigModel):
     It receives every request on `port` and calls the server at PREDICTOR_HOST (localhost).
     """
 
-    image: Annotated[str, Field(min_length=1)]
+    image: PinnedImage
     port: Annotated[int, Field(ge=1, le=65535)] = 9080
     command: list[str] | None = None
     args: list[str] = Field(default_factory=list)
@@ -166,9 +165,7 @@ class ModelSpecBase(ConfigModel):
     runtime: str
     versions: Annotated[list[ModelVersion], Field(min_length=1)]
     replicas: Annotated[int, Field(ge=0, le=1000)] = 1
-    image: Annotated[str, Field(min_length=1)] | None = Field(
-        default=None, description="Overrides the runtime's pinned default image."
-    )
+    image: PinnedImage | None = Field(default=None, description="Overrides the runtime's pinned default image.")
     resources: Resources = Resources()
     env: list[EnvVar] = Field(default_factory=list)
     args: list[str] = Field(default_factory=list, description="Appended to the generated server arguments.")

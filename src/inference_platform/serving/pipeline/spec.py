@@ -18,6 +18,7 @@ from inference_platform.config.base import (
     ConfigModel,
     DNS1035Label,
     Duration,
+    PinnedImage,
     config_problems,
     duration_nanoseconds,
     duration_seconds,
@@ -119,9 +120,7 @@ class PipelineSpec(ConfigModel):
     )
     retries: RetryPolicy = RetryPolicy()
     resources: Resources = Resources()
-    image: Annotated[str, Field(min_length=1)] | None = Field(
-        default=None, description="Overrides the pinned KServe router image (a mirror)."
-    )
+    image: PinnedImage | None = Field(default=None, description="Overrides the pinned KServe router image (a mirror).")
     protection: Protection = Field(
         default_factory=Protection, description="Rate limit, client access, JWT and circuit breaking."
     )
