@@ -46,6 +46,10 @@ DCGM_EXPORTER = ChartPin("https://nvidia.github.io/dcgm-exporter/helm-charts", "
 GRAFANA = ChartPin("https://grafana-community.github.io/helm-charts", "grafana", "12.11.1")
 METRICS_SERVER = ChartPin("https://kubernetes-sigs.github.io/metrics-server/", "metrics-server", "3.13.1")
 HAMI = ChartPin("https://project-hami.github.io/HAMi/", "hami", "2.10.0")
+KEDA_REPOSITORY = "https://kedacore.github.io/charts"
+KEDA = ChartPin(KEDA_REPOSITORY, "keda", "2.20.2")
+# The HTTP add-on (its interceptor wakes versions that sleep at zero replicas), beta upstream.
+KEDA_HTTP_ADD_ON = ChartPin(KEDA_REPOSITORY, "keda-add-ons-http", "0.15.0")
 # HAMi runs its own kube-scheduler, tagged with the cluster's version (platform.kubernetesVersion);
 # the chart's default pulls it from a regional mirror registry.
 KUBE_SCHEDULER_REGISTRY = "registry.k8s.io"

@@ -3,7 +3,9 @@
 Under the SDK's mocks a helm.v4.Chart or helm.v3.Release is one registration carrying its release
 name, chart, version, namespace and values; `helm template` with exactly those turns it into the
 objects the Kubernetes provider would create (helm.v4.Chart's own semantics are `helm template`'s).
-A real cluster also tells Helm its version and the API groups it serves; offline we say them.
+A real cluster also tells Helm its version and the API groups it serves; offline we say them. The
+engine runs a chart's transforms (ResourceOptions.transforms) on each object it creates; the
+render runs the same functions on what Helm renders.
 
 Charts come from a directory of pinned tarballs (`<chart>-<version>.tgz`: `--charts-dir` or
 $INFRA_CHARTS_DIR, e.g. an air-gapped mirror), or else from a cache that `helm pull` fills from
@@ -12,17 +14,20 @@ the pinned repositories when there is network.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import os
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import yaml
 
 from inference_platform.cli.helm import HelmNotFoundError, find_helm
@@ -179,10 +184,52 @@ def _in_namespace(document: dict[str, Any], namespace: str) -> dict[str, Any]:
     return document | {"metadata": metadata | {"namespace": namespace}}
 
 
+def resource_type(obj: Mapping[str, Any]) -> str:
+    """The Pulumi type of a Kubernetes object (kubernetes:apps/v1:Deployment, kubernetes:core/v1:Service)."""
+    api_version = obj["apiVersion"] if "/" in obj["apiVersion"] else f"core/{obj['apiVersion']}"
+    return f"kubernetes:{api_version}:{obj['kind']}"
+
+
+def transformed(
+    release: str, objects: list[dict[str, Any]], transforms: Sequence[pulumi.ResourceTransform]
+) -> list[dict[str, Any]]:
+    """A chart's objects as the program's transforms leave them: the engine runs a chart's
+    transforms on each of its children, with the child's type, name and properties."""
+    if not transforms:
+        return objects
+    out = []
+    for rendered in objects:
+        current = rendered
+        metadata = current.get("metadata") or {}
+        for transform in transforms:
+            args = pulumi.ResourceTransformArgs(
+                custom=True,
+                type_=resource_type(current),
+                name=f"{release}:{metadata.get('namespace', '')}/{metadata.get('name', '')}",
+                props=current,
+                opts=pulumi.ResourceOptions(),
+            )
+            result = transform(args)
+            if inspect.isawaitable(result):
+                result = asyncio.run(_awaited(result))
+            if result is not None:
+                current = dict(result.props)
+        out.append(current)
+    return out
+
+
+async def _awaited(result: Awaitable[pulumi.ResourceTransformResult | None]) -> pulumi.ResourceTransformResult | None:
+    return await result
+
+
 def expand(
-    releases: Sequence[ChartRelease], source: ChartSource, kubernetes_version: str
+    releases: Sequence[ChartRelease],
+    source: ChartSource,
+    kubernetes_version: str,
+    transforms: Mapping[str, Sequence[pulumi.ResourceTransform]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every release's objects, by release name. Raises ChartsUnavailableError for a missing Helm or chart."""
+    """Every release's objects, by release name, with the program's transforms of each chart
+    applied. Raises ChartsUnavailableError for a missing Helm or chart."""
     try:
         binary = find_helm()
     except HelmNotFoundError as error:
@@ -193,4 +240,7 @@ def expand(
         rendered = pool.map(
             lambda release, tarball: template(binary, tarball, release, kubernetes_version), releases, tarballs
         )
-        return {release.release: objects for release, objects in zip(releases, rendered, strict=True)}
+        return {
+            release.release: transformed(release.release, objects, (transforms or {}).get(release.release, ()))
+            for release, objects in zip(releases, rendered, strict=True)
+        }

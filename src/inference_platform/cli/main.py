@@ -114,9 +114,9 @@ def _capacity(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(plan.as_json(), indent=2))
         return 0
-    table = Table("model", "mode", "min GPUs", "peak GPUs")
+    table = Table("model", "mode", "min GPUs", "awake GPUs", "peak GPUs")
     for name, model in plan.models.items():
-        table.add_row(name, model.mode, f"{model.min:g}", f"{model.peak:g}")
+        table.add_row(name, model.mode, f"{model.min:g}", f"{model.awake:g}", f"{model.peak:g}")
     _console(120).print(table)
     _print_capacity(plan)
     return 0
@@ -131,7 +131,8 @@ def _expand_charts(
     if not releases:
         return {}
     source = ChartSource(Path(charts_dir), pull=False) if charts_dir else ChartSource(default_cache(), pull=True)
-    return expand(releases, source, config.platform.kubernetes_version or DEFAULT_KUBERNETES_VERSION)
+    transforms = {chart.inputs.get("name", chart.name): chart.transforms for chart in result.charts}
+    return expand(releases, source, config.platform.kubernetes_version or DEFAULT_KUBERNETES_VERSION, transforms)
 
 
 # Above this many components of one type (models), the summary shows the type, not each one.
@@ -324,7 +325,8 @@ def parser() -> argparse.ArgumentParser:
         "analyze",
         help="judge every canary and shadow against its primary from Prometheus",
         description="Exit 0: every candidate passes (or there is none); 1: one fails; 3: none fails but some "
-        "have too few requests; 2: bad usage or config; 4: Prometheus unreachable or answering garbage. "
+        "have too few requests, or were asleep at zero replicas (idle); 2: bad usage or config; 4: Prometheus "
+        "unreachable or answering garbage. "
         f"A bearer token is read from ${'PROMETHEUS_TOKEN'} when set.",
     )
     analysis.add_argument("--stack", required=True)

@@ -43,6 +43,8 @@ class Registration:
     inputs: dict[str, Any]
     dependencies: tuple[str, ...] = ()
     """URNs this resource waits for (its explicit and implicit dependencies)."""
+    transforms: tuple[pulumi.ResourceTransform, ...] = ()
+    """The program's transforms of this resource (for a chart: of the objects Helm renders for it)."""
 
 
 @dataclass
@@ -107,6 +109,20 @@ class RecordingMocks(Mocks):
         raise NotImplementedError(f"the program invoked {args.token}; the offline render supports no invokes")
 
 
+def registered_transforms(callbacks: Any) -> tuple[pulumi.ResourceTransform, ...]:
+    """The program's own transform functions behind a registration's transform callbacks. The
+    engine calls them through the callback server for every child of a remote component (a
+    chart's objects); the offline render applies them to the objects Helm renders the same way."""
+    if not callbacks:
+        return ()
+    server = pulumi.runtime.settings.SETTINGS.callbacks
+    by_token = {token: function for function, token in getattr(server, "_transforms", {}).items()}
+    missing = [callback.token for callback in callbacks if callback.token not in by_token]
+    if missing:
+        raise RuntimeError(f"the SDK's callback server no longer maps transforms to tokens: {missing}")
+    return tuple(by_token[callback.token] for callback in callbacks)
+
+
 class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: Mocks, result: RenderResult) -> None:
         super().__init__(mocks)
@@ -125,6 +141,7 @@ class RecordingMonitor(MockMonitor):
                     custom=bool(request.custom),
                     inputs=plain(state),
                     dependencies=tuple(sorted(request.dependencies)),
+                    transforms=registered_transforms(request.transforms),
                 )
             )
         return response
