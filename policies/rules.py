@@ -207,9 +207,10 @@ def gpus_short_at_peak(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> li
     for resource_type, props in resources:
         capacity = props.get("capacity") if resource_type == STACK else None
         if _get(capacity, "fits", "peak") is False:
-            peak, declared = _get(capacity, "gpus", "peak"), _get(capacity, "declared")
+            gpus, declared = _get(capacity, "gpus") or {}, _get(capacity, "declared")
             return [
-                f"at peak the models need {peak} GPUs, more than the {declared} declared "
-                "(platform.gpuNodes): scaling up will leave pods Pending"
+                f"at peak the models need {gpus.get('peak')} GPUs (awake {gpus.get('awake', gpus.get('min'))}, "
+                f"at their minimum {gpus.get('min')}), more than the {declared} declared (platform.gpuNodes): "
+                "scaling up will leave pods Pending"
             ]
     return []

@@ -239,6 +239,20 @@ def full_config() -> dict[str, Any]:
     return config
 
 
+def keda_config() -> dict[str, Any]:
+    """The all-features stack scaling with KEDA: versions that sleep at zero (iris, with a shadow,
+    held; embed, called by bert, and llama, a GPU model, answering 503 while they wake), a
+    ScaledObject on GPU use (resnet, HAMi's metric) and one on CPU (churn)."""
+    config = full_config()
+    config["inference-platform:platform"]["autoscaler"] = "keda"
+    models = {model["name"]: model for model in config["inference-platform:models"]}
+    models["iris"]["autoscaling"] = {"minReplicas": 0, "maxReplicas": 3, "requestsPerSecond": 5}
+    models["embed"]["autoscaling"] = {"minReplicas": 0, "maxReplicas": 2, "wake": "respond", "idleAfter": "30m"}
+    models["llama"]["autoscaling"] = {"minReplicas": 0, "maxReplicas": 2, "wake": "respond", "requestsPerSecond": 1}
+    models["resnet"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 3, "gpuUtilization": 60}
+    return config
+
+
 # Every router type, steps on models and on nodes, and a pipeline with every option.
 PIPELINES: list[dict[str, Any]] = [
     {

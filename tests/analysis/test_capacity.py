@@ -62,10 +62,10 @@ def vgpu(**fields: Any) -> dict[str, Any]:
 def test_exclusive_gpus_are_counted_whole_per_pod_and_version() -> None:
     config = stack([model("a", {"mode": "exclusive", "count": 2}, pods=1, peak=3, versions=2)])
     assert plan(config) == {
-        "gpus": {"min": 4, "peak": 12},
+        "gpus": {"min": 4, "awake": 4, "peak": 12},
         "declared": None,
-        "fits": {"min": None, "peak": None},
-        "models": {"a": {"mode": "exclusive", "min": 4.0, "peak": 12.0}},
+        "fits": {"min": None, "awake": None, "peak": None},
+        "models": {"a": {"mode": "exclusive", "min": 4.0, "awake": 4.0, "peak": 12.0}},
     }
 
 
@@ -74,6 +74,7 @@ def test_slices_that_exactly_fill_a_gpu_share_it() -> None:
     assert plan(stack([model("a", vgpu(memoryPercent=50), pods=2)]))["models"]["a"] == {
         "mode": "vgpu",
         "min": 1.0,
+        "awake": 1.0,
         "peak": 1.0,
     }
 
@@ -135,10 +136,10 @@ def test_memory_oversubscription_fits_more_on_a_gpu() -> None:
 def test_shared_and_cpu_models_hold_nothing_accountable() -> None:
     config = stack([model("a", {"mode": "shared", "visibleDevices": "0"}), model("b", None)])
     found = plan(config)
-    assert found["gpus"] == {"min": 0, "peak": 0}
+    assert found["gpus"] == {"min": 0, "awake": 0, "peak": 0}
     assert found["models"] == {
-        "a": {"mode": "shared", "min": 0.0, "peak": 0.0},
-        "b": {"mode": "none", "min": 0.0, "peak": 0.0},
+        "a": {"mode": "shared", "min": 0.0, "awake": 0.0, "peak": 0.0},
+        "b": {"mode": "none", "min": 0.0, "awake": 0.0, "peak": 0.0},
     }
     assert parse_stack_config(project_values(config)).capacity().notes == (
         "a shares GPUs outside the scheduler (gpu: shared): not counted",
@@ -149,7 +150,7 @@ def test_declared_gpus_decide_whether_it_fits() -> None:
     nodes = {"count": 2, "gpusPerNode": 4}
     config = stack([model("a", {"mode": "exclusive"}, pods=4, peak=10)], gpuNodes=nodes)
     assert plan(config)["declared"] == 8
-    assert plan(config)["fits"] == {"min": True, "peak": False}
+    assert plan(config)["fits"] == {"min": True, "awake": True, "peak": False}
 
 
 def test_a_minimum_that_does_not_fit_is_a_config_error() -> None:
@@ -181,13 +182,13 @@ def test_the_capacity_command_prints_exactly_the_json_shape(tmp_path: Path, caps
     path = write_stack_file(tmp_path / "Pulumi.s.yaml", stack([model("a", vgpu(memoryPercent=25), pods=2, peak=6)]))
     assert main(["capacity", "--stack", "s", "--config", str(path), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
-        "gpus": {"min": 1, "peak": 2},
+        "gpus": {"min": 1, "awake": 1, "peak": 2},
         "declared": None,
-        "fits": {"min": None, "peak": None},
-        "models": {"a": {"mode": "vgpu", "min": 0.5, "peak": 1.5}},
+        "fits": {"min": None, "awake": None, "peak": None},
+        "models": {"a": {"mode": "vgpu", "min": 0.5, "awake": 0.5, "peak": 1.5}},
     }
     assert main(["capacity", "--stack", "s", "--config", str(path)]) == 0
-    assert "GPUs: 1 at minimum replicas, 2 at peak (no GPUs declared)" in capsys.readouterr().out
+    assert "GPUs: 1 at minimum replicas, 1 awake, 2 at peak (no GPUs declared)" in capsys.readouterr().out
 
 
 def test_render_shows_the_plan_warns_on_peak_and_outputs_it(tmp_path: Path, capsys: Any) -> None:
@@ -195,11 +196,11 @@ def test_render_shows_the_plan_warns_on_peak_and_outputs_it(tmp_path: Path, caps
     path = write_stack_file(tmp_path / "Pulumi.s.yaml", config)
     assert main(["render", "--stack", "s", "--config", str(path), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert "GPUs: 2 at minimum replicas, 10 at peak of 8 declared\n" in out
+    assert "GPUs: 2 at minimum replicas, 2 awake, 10 at peak of 8 declared\n" in out
     assert "warning: at peak the models need 10 GPUs, more than the 8 declared\n" in out
     _, _, outputs = read_render(tmp_path / "out")
-    assert outputs["capacity"]["gpus"] == {"min": 2, "peak": 10}
-    assert outputs["capacity"]["fits"] == {"min": True, "peak": False}
+    assert outputs["capacity"]["gpus"] == {"min": 2, "awake": 2, "peak": 10}
+    assert outputs["capacity"]["fits"] == {"min": True, "awake": True, "peak": False}
 
 
 def test_the_diff_says_how_the_plan_changed(render_dir: RenderDir, capsys: Any) -> None:
@@ -208,4 +209,74 @@ def test_the_diff_says_how_the_plan_changed(render_dir: RenderDir, capsys: Any) 
     new = render_dir(stack([model("a", {"mode": "exclusive"}, pods=2, peak=8)], gpuNodes=nodes))
     capsys.readouterr()
     assert main(["diff", str(old), str(new)]) == 0
-    assert "GPU capacity: min GPUs 2, peak GPUs 6 -> 8 of 8 declared.\n" in capsys.readouterr().out
+    assert "GPU capacity: min GPUs 2, awake GPUs 2, peak GPUs 6 -> 8 of 8 declared.\n" in capsys.readouterr().out
+
+
+# --- Versions that sleep at zero replicas: idle, awake, peak --------------------------------------
+
+
+def sleeper(name: str, gpu: dict[str, Any], peak: int, versions: int = 1) -> dict[str, Any]:
+    spec = model(name, gpu, pods=0, peak=peak, versions=versions)
+    spec["autoscaling"] = {"minReplicas": 0, "maxReplicas": peak, "requestsPerSecond": 2}
+    return spec
+
+
+def keda(models: list[dict[str, Any]], **platform: Any) -> dict[str, Any]:
+    return stack(models, autoscaler="keda", **platform)
+
+
+def test_a_sleeping_version_holds_nothing_idle_one_pod_awake() -> None:
+    # a: 2 GPUs a pod, two versions, asleep: 0 idle, 2 x 1 x 2 = 4 awake, 2 x 3 x 2 = 12 at peak.
+    # b: 1 GPU a pod, always 1 to 2 pods: 1, 1, 2.
+    config = keda(
+        [sleeper("a", {"mode": "exclusive", "count": 2}, peak=3, versions=2), model("b", {"mode": "exclusive"}, 1, 2)]
+    )
+    assert plan(config) == {
+        "gpus": {"min": 1, "awake": 5, "peak": 14},
+        "declared": None,
+        "fits": {"min": None, "awake": None, "peak": None},
+        "models": {
+            "a": {"mode": "exclusive", "min": 0.0, "awake": 4.0, "peak": 12.0},
+            "b": {"mode": "exclusive", "min": 1.0, "awake": 1.0, "peak": 2.0},
+        },
+    }
+
+
+def test_awake_slices_of_sleeping_models_pack_as_any_others() -> None:
+    # Three sleepers of a 40 % slice each: none idle, 2 GPUs awake (40+40, 40), at peak 2 pods
+    # each: six slices, two to a GPU, 3 GPUs.
+    config = keda([sleeper(name, vgpu(memoryPercent=40), peak=2) for name in ("a", "b", "c")])
+    found = plan(config)
+    assert found["gpus"] == {"min": 0, "awake": 2, "peak": 3}
+    assert found["models"]["a"] == {"mode": "vgpu", "min": 0.0, "awake": 0.4, "peak": 0.8}
+
+
+def test_a_model_that_could_not_wake_is_a_config_error() -> None:
+    """1 GPU held idle fits the 4 declared; the 5 of every version awake do not: a version could
+    never wake, so the stack is refused, naming what does not fit."""
+    nodes = {"count": 1, "gpusPerNode": 4}
+    models = [
+        sleeper("a", {"mode": "exclusive", "count": 2}, peak=3, versions=2),
+        model("b", {"mode": "exclusive"}, 1, 2),
+    ]
+    with pytest.raises(ConfigError) as error:
+        parse_stack_config(project_values(keda(models, gpuNodes=nodes)))
+    assert [str(p) for p in error.value.problems] == [
+        "platform.gpuNodes: the models need 5 GPUs with every version awake, more than the 4 declared "
+        "(1 nodes x 4): pods could never all schedule; add GPU nodes, or lower replicas or GPU requests"
+    ]
+    found = plan(keda(models, gpuNodes={"count": 1, "gpusPerNode": 5}))
+    assert found["fits"] == {"min": True, "awake": True, "peak": False}
+
+
+def test_the_summary_and_the_diff_show_all_three(render_dir: RenderDir, tmp_path: Path, capsys: Any) -> None:
+    nodes = {"count": 1, "gpusPerNode": 8}
+    awake = [model("a", {"mode": "exclusive"}, pods=2, peak=6)]
+    asleep = [sleeper("a", {"mode": "exclusive"}, peak=6)]
+    path = write_stack_file(tmp_path / "Pulumi.s.yaml", keda(asleep, gpuNodes=nodes))
+    assert main(["capacity", "--stack", "s", "--config", str(path)]) == 0
+    assert "GPUs: 0 at minimum replicas, 1 awake, 6 at peak of 8 declared" in capsys.readouterr().out
+    old, new = render_dir(keda(awake, gpuNodes=nodes)), render_dir(keda(asleep, gpuNodes=nodes))
+    capsys.readouterr()
+    assert main(["diff", str(old), str(new)]) == 0
+    assert "GPU capacity: min GPUs 2 -> 0, awake GPUs 2 -> 1, peak GPUs 6 of 8 declared.\n" in capsys.readouterr().out

@@ -236,3 +236,25 @@ def test_thresholds_come_from_the_models_analysis_settings(tmp_path: Path) -> No
     series = version_series("v1", 600) + version_series("v2", 5, errors=2) + version_series("v3", 600, errors=24)
     # v2: 40 % errors on 50 requests (enough now); v3: 4 %, inside the model's 5 points.
     assert_fires(tmp_path, series, {("InferenceVersionErrorRatioAbovePrimary", "v2")}, config=config)
+
+
+def sleeping_config() -> dict[str, Any]:
+    """base_config with KEDA, iris sleeping at zero replicas between requests."""
+    config = base_config()
+    config["inference-platform:platform"] = {"autoscaler": "keda"}
+    config["inference-platform:models"][0]["autoscaling"] = {"minReplicas": 0, "maxReplicas": 3}
+    return config
+
+
+def test_a_model_asleep_at_zero_raises_nothing(tmp_path: Path) -> None:
+    """No pod, no request, no series at all: nothing fires for any version."""
+    assert_fires(tmp_path, [], set(), config=sleeping_config())
+
+
+def test_a_version_that_stays_asleep_while_its_model_serves_fires(tmp_path: Path) -> None:
+    """A sleeping canary that never wakes (no pod, so no series of its own) while v1 serves is not
+    idle but broken: the same alerts as an awake model's."""
+    series = version_series("v1", 600) + version_series("v3", 600)
+    assert_fires(tmp_path, series, {("InferenceVersionGetsNoTraffic", "v2")}, config=sleeping_config())
+    series = version_series("v1", 600) + version_series("v2", 600)
+    assert_fires(tmp_path, series, {("InferenceShadowGetsNoMirror", "v3")}, config=sleeping_config())

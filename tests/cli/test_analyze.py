@@ -3,6 +3,7 @@ backfilled with promtool from OpenMetrics text shaped as Istio's sidecars report
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -182,6 +183,35 @@ def test_a_longer_window_dilutes_the_failure(
     report = json.loads(capsys.readouterr().out)
     assert report["window"] == "30m"
     assert report["models"][0]["candidates"][1]["errorRatio"] == pytest.approx(0.025, rel=0.05)
+
+
+@pytest.fixture(scope="module")
+def sleeping_stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same models with KEDA, iris sleeping at zero replicas."""
+    config = copy.deepcopy(CONFIG)
+    config["inference-platform:platform"] = {"autoscaler": "keda"}
+    config["inference-platform:models"][0]["autoscaling"] = {"minReplicas": 0, "maxReplicas": 3}
+    return write_stack_file(tmp_path_factory.mktemp("sleeping") / "Pulumi.dev.yaml", config)
+
+
+def test_a_model_asleep_through_the_window_is_idle(
+    backfilled: tuple[RunningPrometheus, int], stack_file: Path, sleeping_stack_file: Path, capsys: Any
+) -> None:
+    """An hour before the first sample nobody called iris: asleep, not short of data; awake, its
+    versions are judged as any model's."""
+    running, start = backfilled
+    before = str(start - 3600)
+    assert analyze(sleeping_stack_file, running.url, "--at", before, "--model", "iris", "--format", "json") == 3
+    report = json.loads(capsys.readouterr().out)
+    assert verdicts(report) == {("iris", "v2"): "idle", ("iris", "v3"): "idle"}
+    assert report["models"][0]["candidates"][0]["reasons"] == [
+        "the model slept at zero replicas: no request in the window"
+    ]
+    assert analyze(stack_file, running.url, "--at", before, "--model", "iris", "--format", "json") == 3
+    assert set(verdicts(json.loads(capsys.readouterr().out)).values()) == {"insufficient-data"}
+    at = str(start + 35 * 60)
+    assert analyze(sleeping_stack_file, running.url, "--at", at, "--model", "iris", "--format", "json") == 1
+    assert verdicts(json.loads(capsys.readouterr().out)) == {("iris", "v2"): "pass", ("iris", "v3"): "fail"}
 
 
 def test_table_and_markdown(backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any) -> None:

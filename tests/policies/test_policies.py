@@ -208,7 +208,13 @@ def test_gpus_that_do_not_fit_at_peak_are_an_advisory() -> None:
     undeclared = {"gpus": {"min": 4, "peak": 20}, "fits": {}}  # Pulumi drops the nulls of an undeclared plan
     assert stack_violations("gpus-fit-at-peak", [deployment("prod"), stack_outputs(fits)]) == []
     assert stack_violations("gpus-fit-at-peak", [stack_outputs(undeclared)]) == []
+    # A render from before versions could sleep has no awake count: its minimum was what was awake.
     assert stack_violations("gpus-fit-at-peak", [deployment("prod"), stack_outputs(short)]) == [
-        "at peak the models need 20 GPUs, more than the 16 declared (platform.gpuNodes): "
-        "scaling up will leave pods Pending"
+        "at peak the models need 20 GPUs (awake 4, at their minimum 4), more than the 16 declared "
+        "(platform.gpuNodes): scaling up will leave pods Pending"
+    ]
+    sleeping = {"gpus": {"min": 1, "awake": 6, "peak": 20}, "declared": 16, "fits": {"min": True, "peak": False}}
+    assert stack_violations("gpus-fit-at-peak", [deployment("prod"), stack_outputs(sleeping)]) == [
+        "at peak the models need 20 GPUs (awake 6, at their minimum 1), more than the 16 declared "
+        "(platform.gpuNodes): scaling up will leave pods Pending"
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pulumi
 import pytest
 
 from inference_platform import pins
@@ -326,3 +327,64 @@ def test_grafana_can_be_served_through_the_gateway(render_config: Render) -> Non
     destination = route["spec"]["http"][0]["route"][0]["destination"]
     assert destination == {"host": "grafana.monitoring.svc.cluster.local", "port": {"number": 80}}
     assert result.outputs["platform"]["grafana"] == "http://grafana.models.example.com/"
+
+
+# --- KEDA ------------------------------------------------------------------------------------
+
+
+def keda_stack(sleeps: bool, adapter: bool | None = None) -> dict[str, Any]:
+    config = base_config()
+    config["inference-platform:platform"] = {"autoscaler": "keda"}
+    if adapter is not None:
+        config["inference-platform:platform"]["prometheusAdapter"] = {"enabled": adapter}
+    scaling = {"minReplicas": 0 if sleeps else 1, "maxReplicas": 3, "requestsPerSecond": 5}
+    config["inference-platform:models"][0]["autoscaling"] = scaling
+    return config
+
+
+def test_keda_comes_from_its_pins_and_the_add_on_only_when_a_model_sleeps(render_config: Render) -> None:
+    sleeping = charts(render_config(keda_stack(sleeps=True)))
+    for name, pin in (("keda", pins.KEDA), ("keda-add-ons-http", pins.KEDA_HTTP_ADD_ON)):
+        chart = sleeping[name]
+        assert (chart["repository"], chart["chart"], chart["version"]) == (pin.repository, pin.chart, pin.version)
+        assert (chart["namespace"], chart["kind"]) == ("keda", "helm.v4.Chart")
+    assert sleeping["keda-add-ons-http"]["values"]["podSecurityContext"]["runAsNonRoot"] is True
+    awake = charts(render_config(keda_stack(sleeps=False)))
+    assert "keda" in awake
+    assert "keda-add-ons-http" not in awake
+    # KEDA replaces prometheus-adapter unless it is asked for; both then serve their own API
+    assert "prometheus-adapter" not in sleeping
+    assert "prometheus-adapter" in charts(render_config(keda_stack(sleeps=True, adapter=True)))
+
+
+def test_the_add_on_waits_for_keda_and_istiod_and_scaled_objects_for_both(render_config: Render) -> None:
+    """The add-on's chart renders a ScaledObject for its own interceptor (KEDA's CRD), and the
+    interceptor needs istiod's injector for its sidecar."""
+    result = render_config(keda_stack(sleeps=True))
+    add_on = registration(result, "kubernetes:helm.sh/v4:Chart", "keda-add-ons-http")
+    assert {"keda", "istiod"} <= depends_on(result, add_on)
+    scaled = registration(result, "kubernetes:keda.sh/v1alpha1:ScaledObject", "iris-v1")
+    route = registration(result, "kubernetes:http.keda.sh/v1beta1:InterceptorRoute", "iris-v1")
+    assert {"keda", "keda-add-ons-http"} <= depends_on(result, scaled)
+    assert {"keda", "keda-add-ons-http"} <= depends_on(result, route)
+    assert "inference-platform:platform:Keda" in {r.type for r in result.registrations if not r.custom}
+
+
+def test_only_the_interceptors_pods_are_labelled_for_the_mesh(render_config: Render) -> None:
+    add_on = registration(render_config(keda_stack(sleeps=True)), "kubernetes:helm.sh/v4:Chart", "keda-add-ons-http")
+    (transform,) = add_on.transforms
+
+    def deployment(name: str) -> dict[str, Any]:
+        template = {"metadata": {"labels": {"app.kubernetes.io/name": "http-add-on"}}, "spec": {}}
+        return {"metadata": {"name": name}, "spec": {"template": template}}
+
+    def run(type_: str, props: dict[str, Any]) -> Any:
+        return transform(pulumi.ResourceTransformArgs(True, type_, "x", props, pulumi.ResourceOptions()))
+
+    result = run("kubernetes:apps/v1:Deployment", deployment("keda-add-ons-http-interceptor"))
+    assert result.props["spec"]["template"]["metadata"]["labels"] == {
+        "app.kubernetes.io/name": "http-add-on",
+        "sidecar.istio.io/inject": "true",
+    }
+    assert run("kubernetes:apps/v1:Deployment", deployment("keda-add-ons-http-external-scaler")) is None
+    assert run("kubernetes:core/v1:Service", {"metadata": {"name": "keda-add-ons-http-interceptor"}}) is None

@@ -1,5 +1,6 @@
 """How many GPUs a stack holds, from its typed config alone: at every version's minimum replicas
-and at its peak (the autoscaler's maximum), against the GPUs the cluster declares.
+(a version asleep at zero holds none), awake (one pod of every version that sleeps, the minimum of
+the others) and at its peak (the autoscaler's maximum), against the GPUs the cluster declares.
 
 - `exclusive`: each pod holds `count` whole GPUs.
 - `vgpu`: each pod holds `count` slices, each with a memory share of one GPU (`memoryMib` of
@@ -84,17 +85,23 @@ def pack(pods: Sequence[tuple[int, Slice]], sharing: Sharing) -> int:
     return len(gpus)
 
 
+STAGES = ("min", "awake", "peak")
+
+
 @dataclass(frozen=True)
 class ModelPlan:
     mode: Mode
     min: float
-    """Whole-GPU equivalents at the minimum replicas (vGPU: memory shares of one GPU)."""
+    """Whole-GPU equivalents at the minimum replicas (vGPU: memory shares of one GPU); 0 while asleep."""
+    awake: float
+    """With one pod of every version that sleeps at zero awake (the others at their minimum)."""
     peak: float
 
 
 @dataclass(frozen=True)
 class Plan:
     gpus_min: int
+    gpus_awake: int
     gpus_peak: int
     declared: int | None
     models: dict[str, ModelPlan]
@@ -105,42 +112,49 @@ class Plan:
         return None if self.declared is None else self.gpus_min <= self.declared
 
     @property
+    def fits_awake(self) -> bool | None:
+        return None if self.declared is None else self.gpus_awake <= self.declared
+
+    @property
     def fits_peak(self) -> bool | None:
         return None if self.declared is None else self.gpus_peak <= self.declared
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "gpus": {"min": self.gpus_min, "peak": self.gpus_peak},
+            "gpus": {"min": self.gpus_min, "awake": self.gpus_awake, "peak": self.gpus_peak},
             "declared": self.declared,
-            "fits": {"min": self.fits_min, "peak": self.fits_peak},
+            "fits": {"min": self.fits_min, "awake": self.fits_awake, "peak": self.fits_peak},
             "models": {
-                name: {"mode": plan.mode, "min": plan.min, "peak": plan.peak} for name, plan in self.models.items()
+                name: {"mode": plan.mode, "min": plan.min, "awake": plan.awake, "peak": plan.peak}
+                for name, plan in self.models.items()
             },
         }
 
     def headline(self) -> str:
         of = f" of {self.declared} declared" if self.declared is not None else " (no GPUs declared)"
-        return f"GPUs: {self.gpus_min} at minimum replicas, {self.gpus_peak} at peak{of}"
+        return f"GPUs: {self.gpus_min} at minimum replicas, {self.gpus_awake} awake, {self.gpus_peak} at peak{of}"
 
 
-def replicas(model: ModelSpecBase, version: Any) -> tuple[int, int]:
-    """(minimum, peak) pods of a version: the autoscaler's bounds, or its fixed replicas."""
-    if model.autoscaling.enabled:
-        return model.autoscaling.min_replicas, model.autoscaling.max_replicas
+def replicas(model: ModelSpecBase, version: Any) -> tuple[int, int, int]:
+    """(minimum, awake, peak) pods of a version: the autoscaler's bounds (awake: one pod, for a
+    version that sleeps at zero), or its fixed replicas."""
+    scaling = model.autoscaling
+    if scaling.enabled:
+        return scaling.min_replicas, max(scaling.min_replicas, 1), scaling.max_replicas
     fixed = model.fixed_replicas(version)
-    return fixed, fixed
+    return fixed, fixed, fixed
 
 
 def plan(models: Sequence[ModelSpecBase], nodes: GpuNodes, sharing: Sharing, declared: int | None) -> Plan:
-    whole = {"min": 0, "peak": 0}
-    virtual: dict[str, list[tuple[int, Slice]]] = {"min": [], "peak": []}
+    whole = dict.fromkeys(STAGES, 0)
+    virtual: dict[str, list[tuple[int, Slice]]] = {stage: [] for stage in STAGES}
     per_model: dict[str, ModelPlan] = {}
     notes: list[str] = []
     for model in models:
         spec = model.gpu
-        totals = {"min": Fraction(0), "peak": Fraction(0)}
+        totals = dict.fromkeys(STAGES, Fraction(0))
         for version in model.versions:
-            for key, pods in zip(("min", "peak"), replicas(model, version), strict=True):
+            for key, pods in zip(STAGES, replicas(model, version), strict=True):
                 if isinstance(spec, ExclusiveGpu):
                     whole[key] += pods * spec.count
                     totals[key] += pods * spec.count
@@ -152,11 +166,10 @@ def plan(models: Sequence[ModelSpecBase], nodes: GpuNodes, sharing: Sharing, dec
             notes.append(f"{model.name} shares GPUs outside the scheduler (gpu: shared): not counted")
         if isinstance(spec, VirtualGpu) and spec.memory_mib is not None and not nodes.memory_mib:
             notes.append(f"{model.name}: GPU memory unknown (platform.gpuNodes.memoryMib), each vGPU counted whole")
-        per_model[model.name] = ModelPlan(
-            mode=spec.mode, min=round(float(totals["min"]), 2), peak=round(float(totals["peak"]), 2)
-        )
+        per_model[model.name] = ModelPlan(spec.mode, *(round(float(totals[stage]), 2) for stage in STAGES))
     return Plan(
         gpus_min=whole["min"] + pack(virtual["min"], sharing),
+        gpus_awake=whole["awake"] + pack(virtual["awake"], sharing),
         gpus_peak=whole["peak"] + pack(virtual["peak"], sharing),
         declared=declared,
         models=per_model,

@@ -37,6 +37,8 @@ class Comparison:
     candidates: tuple[tuple[str, Role], ...]
     live: tuple[str, ...]
     """Versions with a weight above 0: each should see traffic while the model does."""
+    sleeps: bool = False
+    """The model's versions sleep at zero replicas while idle: one with no pods is asleep, not broken."""
 
 
 def comparison(model: ModelSpecBase, namespace: str) -> Comparison | None:
@@ -55,7 +57,9 @@ def comparison(model: ModelSpecBase, namespace: str) -> Comparison | None:
         elif version.mirror_percent:
             candidates.append((version.name, "shadow"))
     weighted = tuple(v.name for v in live if v.weight)
-    return Comparison(model.name, namespace, primary.name, tuple(candidates), weighted)
+    return Comparison(
+        model.name, namespace, primary.name, tuple(candidates), weighted, sleeps=model.autoscaling.scales_to_zero
+    )
 
 
 # --- Queries ----------------------------------------------------------------------------------

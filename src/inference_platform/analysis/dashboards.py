@@ -90,9 +90,19 @@ def panel_queries(compared: comparison.Comparison, gpu_source: str | None) -> di
             (f'avg by (pod) ({metric}{{namespace="{namespace}",pod=~"{pod_pattern(model, v)}"}})', f"{v} {{{{pod}}}}")
             for v in versions
         ]
-    panels["Replicas (pods scraped)"] = [
-        (f'count by (version) (up{{job="kubernetes-pods",namespace="{namespace}",app="{model}"}} == 1)', "{{version}}")
-    ]
+    if compared.sleeps:
+        # One query a version, 0 rather than nothing: a version asleep at zero replicas has no pod.
+        panels["Replicas (pods scraped)"] = [
+            (f"count({custom_metrics.pods(namespace, {'app': model, 'version': v})} == 1) or vector(0)", v)
+            for v in versions
+        ]
+    else:
+        panels["Replicas (pods scraped)"] = [
+            (
+                f'count by (version) (up{{job="kubernetes-pods",namespace="{namespace}",app="{model}"}} == 1)',
+                "{{version}}",
+            )
+        ]
     return panels
 
 

@@ -26,7 +26,7 @@ from inference_platform.stack.config import StackConfig
 
 TOKEN_ENV = "PROMETHEUS_TOKEN"
 QUERY_TIMEOUT_SECONDS = 30
-Verdict = Literal["pass", "fail", "insufficient-data"]
+Verdict = Literal["pass", "fail", "insufficient-data", "idle"]
 
 
 class PrometheusError(Exception):
@@ -179,8 +179,14 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def judge(candidate: Stats, primary: Stats, spec: AnalysisSpec, primary_name: str) -> tuple[Verdict, list[str]]:
-    """The same thresholds the alerting rules apply, on the same figures."""
+def judge(
+    candidate: Stats, primary: Stats, spec: AnalysisSpec, primary_name: str, sleeps: bool = False
+) -> tuple[Verdict, list[str]]:
+    """The same thresholds the alerting rules apply, on the same figures. Where the model sleeps at
+    zero replicas and neither version served a request in the window, the model was asleep: idle,
+    not judged (a version that stays asleep while its primary serves is judged as any other)."""
+    if sleeps and candidate.requests == 0 and primary.requests == 0:
+        return "idle", ["the model slept at zero replicas: no request in the window"]
     short = [
         f"{who} served {stats.requests:g} requests, fewer than minRequests ({spec.min_requests})"
         for who, stats in (("it", candidate), (f"the primary {primary_name}", primary))
@@ -224,7 +230,7 @@ def analyze(
         primary = stats[compared.primary]
         candidates = []
         for version, role in compared.candidates:
-            verdict, reasons = judge(stats[version], primary, spec, compared.primary)
+            verdict, reasons = judge(stats[version], primary, spec, compared.primary, compared.sleeps)
             candidates.append(Candidate(version, role, stats[version], verdict, reasons))
         report.models.append(ModelReport(spec_model.name, compared.primary, primary, candidates))
     if window is None:
@@ -236,7 +242,7 @@ def exit_code(report: Report) -> int:
     verdicts = report.verdicts
     if "fail" in verdicts:
         return 1
-    if "insufficient-data" in verdicts:
+    if "insufficient-data" in verdicts or "idle" in verdicts:
         return 3
     return 0
 
@@ -292,7 +298,7 @@ def markdown(report: Report) -> str:
 
 def table(report: Report) -> Table:
     """A rich Table, the verdict coloured (rich leaves colour out when not on a terminal)."""
-    colours: Mapping[str, str] = {"pass": "green", "fail": "bold red", "insufficient-data": "yellow"}
+    colours: Mapping[str, str] = {"pass": "green", "fail": "bold red", "insufficient-data": "yellow", "idle": "dim"}
     out = Table(*HEADERS, title=f"stack {report.stack}: window {report.window} ending {report.as_json()['at']}")
     for row in _rows(report):
         verdict = row[-1].split(":", 1)[0]

@@ -95,13 +95,16 @@ class RenderDiff(NamedTuple):
 
 
 def capacity_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
-    """'min GPUs 3 -> 4, peak GPUs 6 -> 8 of 8 declared' from two renders' `capacity` outputs."""
+    """'min GPUs 3 -> 1, awake GPUs 3, peak GPUs 6 -> 8 of 8 declared' from two renders' `capacity`
+    outputs (a render from before versions could sleep has no `awake`: its minimum was it)."""
     before, after = old.get("capacity") or {}, new.get("capacity") or {}
     if before == after:
         return None
     parts = []
-    for key in ("min", "peak"):
-        was, now = (before.get("gpus") or {}).get(key, 0), (after.get("gpus") or {}).get(key, 0)
+    was_gpus, now_gpus = before.get("gpus") or {}, after.get("gpus") or {}
+    for key in ("min", "awake", "peak"):
+        was = was_gpus.get(key, was_gpus.get("min", 0) if key == "awake" else 0)
+        now = now_gpus.get(key, now_gpus.get("min", 0) if key == "awake" else 0)
         parts.append(f"{key} GPUs {was} -> {now}" if was != now else f"{key} GPUs {now}")
     declared = after.get("declared")
     text = ", ".join(parts) + (f" of {declared} declared" if declared is not None else "")

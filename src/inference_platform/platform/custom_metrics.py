@@ -1,12 +1,16 @@
-"""The custom metrics autoscaling reads, and how prometheus-adapter computes them from Prometheus.
+"""The custom metrics autoscaling reads, and how they are computed from Prometheus: by
+prometheus-adapter for HorizontalPodAutoscalers, and by KEDA's Prometheus triggers for
+ScaledObjects, over the same series and windows.
 
-One place for both sides: the HorizontalPodAutoscalers name these metrics, the adapter's rules
-serve them. Queries are Go templates over <<.Series>>, <<.LabelMatchers>> and <<.GroupBy>>,
-which the adapter fills in for the pods an HPA asks about.
+The adapter's queries are Go templates over <<.Series>>, <<.LabelMatchers>> and <<.GroupBy>>,
+which the adapter fills in for the pods an HPA asks about. A KEDA trigger asks for one number per
+version: the same series summed over the version's pods (its target is then per pod, as an HPA's
+AverageValue is), one element always, 0 rather than nothing when no pod reports.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 GPU_USAGE = "container_gpu_usage"
@@ -23,6 +27,11 @@ HAMI_GPU_UTIL = "hami_container_device_utilization_ratio"
 ISTIO_REQUESTS = "istio_requests_total"
 
 POD_RESOURCES = {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+GPU_WINDOW = "5m"
+RATE_WINDOW = "1m"
+# Prometheus' job for annotated pods (platform/prometheus.py): one `up` series per scraped pod,
+# labelled with the pod's own labels, which is how a query finds a version's pods by label.
+PODS_JOB = "kubernetes-pods"
 
 
 def gpu_usage_rule(source: str) -> dict[str, Any]:
@@ -31,7 +40,7 @@ def gpu_usage_rule(source: str) -> dict[str, Any]:
         "seriesQuery": f'{source}{{namespace!="",pod!=""}}',
         "resources": {"overrides": POD_RESOURCES},
         "name": {"matches": f"^{source}$", "as": GPU_USAGE},
-        "metricsQuery": "sum(avg_over_time(<<.Series>>{<<.LabelMatchers>>}[5m])) by (<<.GroupBy>>) / 100",
+        "metricsQuery": f"sum(avg_over_time(<<.Series>>{{<<.LabelMatchers>>}}[{GPU_WINDOW}])) by (<<.GroupBy>>) / 100",
     }
 
 
@@ -42,9 +51,37 @@ def requests_per_second_rule() -> dict[str, Any]:
         "seriesFilters": [],
         "resources": {"overrides": POD_RESOURCES},
         "name": {"matches": f"^{ISTIO_REQUESTS}$", "as": REQUESTS_PER_SECOND},
-        "metricsQuery": 'sum(rate(<<.Series>>{<<.LabelMatchers>>,reporter="destination"}[1m])) by (<<.GroupBy>>)',
+        "metricsQuery": (
+            f'sum(rate(<<.Series>>{{<<.LabelMatchers>>,reporter="destination"}}[{RATE_WINDOW}])) by (<<.GroupBy>>)'
+        ),
     }
 
 
 def adapter_rules(gpu_source: str) -> list[dict[str, Any]]:
     return [gpu_usage_rule(gpu_source), requests_per_second_rule()]
+
+
+def pods(namespace: str, labels: Mapping[str, str]) -> str:
+    """One `up` series per pod with these labels (a version's, a router's): what `and on(namespace,
+    pod)` keeps a series to."""
+    matchers = "".join(f',{key}="{value}"' for key, value in labels.items())
+    return f'up{{job="{PODS_JOB}",namespace="{namespace}"{matchers}}}'
+
+
+def pods_gpu_usage(source: str, namespace: str, labels: Mapping[str, str]) -> str:
+    """container_gpu_usage of every pod with these labels, summed."""
+    series = f'avg_over_time({source}{{namespace="{namespace}",pod!=""}}[{GPU_WINDOW}])'
+    return f"sum({series} and on(namespace, pod) {pods(namespace, labels)}) / 100 or vector(0)"
+
+
+def pods_requests_per_second(namespace: str, labels: Mapping[str, str]) -> str:
+    """requests_per_second of every pod with these labels, summed."""
+    series = f'rate({ISTIO_REQUESTS}{{namespace="{namespace}",pod!="",reporter="destination"}}[{RATE_WINDOW}])'
+    return f"sum({series} and on(namespace, pod) {pods(namespace, labels)}) or vector(0)"
+
+
+def live_requests_per_second(namespace: str, app: str, live: Sequence[str]) -> str:
+    """The requests per second a model's live versions receive: what a shadow's mirror follows."""
+    versions = "|".join(live)
+    matchers = f'reporter="destination",namespace="{namespace}",app="{app}",version=~"{versions}"'
+    return f"sum(rate({ISTIO_REQUESTS}{{{matchers}}}[{RATE_WINDOW}])) or vector(0)"

@@ -16,8 +16,14 @@ RELEASE = "prometheus-adapter"
 
 
 class PrometheusAdapterConfig(ConfigModel):
-    enabled: bool = True
+    enabled: bool | Literal["auto"] = Field(
+        default="auto",
+        description="auto: installed while the platform autoscales with HPAs (KEDA reads Prometheus itself).",
+    )
     values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
+
+    def installed(self, needed: bool) -> bool:
+        return needed if self.enabled == "auto" else self.enabled
 
 
 class PrometheusAdapterArgs(ConfigModel):

@@ -24,6 +24,11 @@ class GpuMode(str, Enum):
     Shared = "shared"
 
 
+class AutoscalingWake(str, Enum):
+    Hold = "hold"
+    Respond = "respond"
+
+
 class ModelFormat(str, Enum):
     Onnx = "onnx"
     Tensorrt = "tensorrt"
@@ -110,6 +115,16 @@ class TolerationEffect(str, Enum):
     NoExecute = "NoExecute"
 
 
+class PlatformAutoscaler(str, Enum):
+    Hpa = "hpa"
+    Keda = "keda"
+
+
+class KedaRefGpuSource(str, Enum):
+    Dcgm = "dcgm"
+    Hami = "hami"
+
+
 class ResourceList(TypedDict):
     cpu: NotRequired[str]
     memory: NotRequired[str]
@@ -167,7 +182,7 @@ class AutoscalingSpec(TypedDict):
     """Scales each version between minReplicas and maxReplicas; off while they are equal."""
 
     min_replicas: NotRequired[int]
-    """Default: 1."""
+    """0 lets a version sleep at zero replicas while idle, woken by its first request (needs platform.autoscaler: keda). Default: 1."""
     max_replicas: NotRequired[int]
     """Default: 1."""
     cpu_utilization: NotRequired[int]
@@ -180,6 +195,10 @@ class AutoscalingSpec(TypedDict):
     """Target requests per second per pod (requests_per_second)."""
     scale_down_stabilization_seconds: NotRequired[int]
     """How long load must stay low before replicas are removed. Default: 300."""
+    idle_after: NotRequired[str]
+    """With minReplicas 0: how long a version goes without a request before it sleeps (KEDA's cooldownPeriod); 1m to 24h. Default: \"15m\"."""
+    wake: NotRequired[AutoscalingWake]
+    """With minReplicas 0, what a request to a sleeping version gets: hold (kept until a pod is ready, within the model's timeout) or respond (503 with Retry-After at once, for cold starts of minutes). Default: \"hold\"."""
 
 
 class TransformerSpec(TypedDict):
@@ -508,8 +527,8 @@ class PrometheusConfig(TypedDict):
 
 
 class PrometheusAdapterConfig(TypedDict):
-    enabled: NotRequired[bool]
-    """Default: true."""
+    enabled: NotRequired[Any]
+    """auto: installed while the platform autoscales with HPAs (KEDA reads Prometheus itself). Default: \"auto\"."""
     values: NotRequired[dict[str, Any]]
     """Raw chart values laid over the generated ones."""
 
@@ -593,6 +612,15 @@ class GpuNodes(TypedDict):
     """GPUs on each GPU node, for the capacity plan (with count)."""
 
 
+class KedaConfig(TypedDict):
+    namespace: NotRequired[str]
+    """KEDA's namespace, and its HTTP add-on's. Default: \"keda\"."""
+    values: NotRequired[dict[str, Any]]
+    """Raw values of the keda chart, laid over the generated ones."""
+    http_add_on_values: NotRequired[dict[str, Any]]
+    """Raw values of the keda-add-ons-http chart, laid over the generated ones."""
+
+
 class PlatformConfig(TypedDict):
     """The cluster-wide pieces models run on; each can be switched off."""
 
@@ -607,6 +635,10 @@ class PlatformConfig(TypedDict):
     hami: NotRequired[HamiConfig]
     gpu_nodes: NotRequired[GpuNodes]
     """How GPU pods find and tolerate GPU nodes."""
+    autoscaler: NotRequired[PlatformAutoscaler]
+    """hpa: an HPA per autoscaled version, custom metrics from prometheus-adapter; keda: a KEDA ScaledObject instead (KEDA installed), which also lets models sleep at zero (minReplicas 0). Default: \"hpa\"."""
+    keda: NotRequired[KedaConfig]
+    """KEDA, with platform.autoscaler: keda."""
 
 
 class S3Settings(TypedDict):
@@ -683,6 +715,13 @@ class MetricsScraper(TypedDict):
     pod_labels: NotRequired[dict[str, str]]
 
 
+class HttpAddOnRef(TypedDict):
+    """Where the HTTP add-on runs: what a sleeping version's routes, policies and ScaledObject name."""
+
+    namespace: NotRequired[str]
+    """Default: \"keda\"."""
+
+
 class Workload(TypedDict):
     """Pods that call or are called: selected by their `app` label, running as one service account."""
 
@@ -691,6 +730,19 @@ class Workload(TypedDict):
     service_account: str
     ports: list[int]
     """The serving ports callers may reach."""
+    wakes_through: NotRequired[HttpAddOnRef]
+    """Set when it sleeps at zero replicas: callers reach it through the interceptor."""
+
+
+class KedaRef(TypedDict):
+    """What a version's ScaledObject needs of the platform: the Prometheus its triggers query, where GPU use comes from, and the HTTP add-on that wakes versions asleep at zero replicas."""
+
+    prometheus_url: str
+    """The platform Prometheus' in-cluster URL with its port."""
+    gpu_source: NotRequired[KedaRefGpuSource]
+    """Source of GPU utilisation: DCGM (whole GPUs) or HAMi (per container, under sharing). Default: \"dcgm\"."""
+    http_add_on: NotRequired[HttpAddOnRef]
+    """Installed when some model scales to zero."""
 
 
 class InferenceServiceArgs(TypedDict):
@@ -711,6 +763,8 @@ class InferenceServiceArgs(TypedDict):
     """Models and pipelines the stack declares as calling this model."""
     callees: NotRequired[list[Workload]]
     """The models this model calls (`calls`)."""
+    keda: NotRequired[KedaRef]
+    """Scale with KEDA (ScaledObjects) instead of HPAs; with its HTTP add-on, a model may sleep at zero."""
 
 
 class PipelineArgs(TypedDict):
@@ -729,3 +783,5 @@ class PipelineArgs(TypedDict):
     """Each model's inference URL in the cluster, by model name."""
     example_body: NotRequired[dict[str, Any]]
     """The body of the `curl` output's request: the example request of the first model."""
+    keda: NotRequired[KedaRef]
+    """Scale with KEDA (a ScaledObject) instead of an HPA."""

@@ -6,7 +6,9 @@ out) and STRICT mTLS, so a path exists only where both layers open it:
   caller's lets its pods out to the callee's;
 - the mesh: the callee's ALLOW AuthorizationPolicy names the caller's service account.
 The gateway reaches every workload's serving ports, Prometheus only its metrics ports, and a
-model or pipeline reaches another only where the stack declares the call.
+model or pipeline reaches another only where the stack declares the call. A model that sleeps at
+zero replicas is reached through the HTTP add-on's interceptor: its callers may reach the
+interceptor, and the interceptor exactly its live versions' HTTP port.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from pydantic import Field
 
 from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.platform.keda import INTERCEPTOR_PROXY_PORT, HttpAddOnRef
 from inference_platform.platform.prometheus import MetricsScraper
 
 TRUST_DOMAIN = "cluster.local"
@@ -33,6 +36,9 @@ class Workload(ConfigModel):
     namespace: DNS1123Label
     service_account: DNS1123Label
     ports: tuple[int, ...] = Field(description="The serving ports callers may reach.")
+    wakes_through: HttpAddOnRef | None = Field(
+        default=None, description="Set when it sleeps at zero replicas: callers reach it through the interceptor."
+    )
 
     @property
     def selector(self) -> dict[str, str]:
@@ -89,11 +95,17 @@ def network_policy(access: Access, metadata: dict[str, Any]) -> dict[str, Any]:
         "policyTypes": ["Ingress", "Egress"],
         "ingress": ingress,
     }
-    if access.callees:
-        spec["egress"] = [
-            {"to": [{"podSelector": {"matchLabels": callee.selector}}], "ports": _ports(callee.ports)}
-            for callee in access.callees
-        ]
+    egress = [
+        {"to": [{"podSelector": {"matchLabels": callee.selector}}], "ports": _ports(callee.ports)}
+        for callee in access.callees
+    ]
+    # A callee asleep at zero replicas is reached through the interceptor (its shadows still directly).
+    egress += [
+        {"to": [_interceptor(add_on)], "ports": _ports([INTERCEPTOR_PROXY_PORT])}
+        for add_on in dict.fromkeys(c.wakes_through for c in access.callees if c.wakes_through is not None)
+    ]
+    if egress:
+        spec["egress"] = egress
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata, "spec": spec}
 
 
@@ -113,6 +125,43 @@ def authorization_policy(access: Access, metadata: dict[str, Any]) -> dict[str, 
         "metadata": metadata,
         "spec": {"selector": {"matchLabels": access.workload.selector}, "action": "ALLOW", "rules": rules},
     }
+
+
+def _interceptor(add_on: HttpAddOnRef) -> dict[str, Any]:
+    return _namespace(add_on.namespace) | {"podSelector": {"matchLabels": add_on.pod_labels}}
+
+
+def wake_policies(
+    add_on: HttpAddOnRef, selector: dict[str, str], port: int, metadata: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The interceptor's way in to one live version of a model that sleeps at zero: its pods on the
+    HTTP port in the network, its service account in the mesh; no other version, no other port."""
+    network = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata,
+        "spec": {
+            "podSelector": {"matchLabels": selector},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [_interceptor(add_on)], "ports": _ports([port])}],
+        },
+    }
+    mesh = {
+        "apiVersion": "security.istio.io/v1",
+        "kind": "AuthorizationPolicy",
+        "metadata": metadata,
+        "spec": {
+            "selector": {"matchLabels": selector},
+            "action": "ALLOW",
+            "rules": [
+                {
+                    "from": [{"source": {"principals": [principal(add_on.namespace, add_on.service_account)]}}],
+                    "to": [{"operation": {"ports": [str(port)]}}],
+                }
+            ],
+        },
+    }
+    return [network, mesh]
 
 
 def internet_egress_policy(metadata: dict[str, Any], selector: dict[str, str], port: int) -> dict[str, Any]:

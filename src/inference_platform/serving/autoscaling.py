@@ -1,15 +1,21 @@
-"""Horizontal autoscaling of a version's Deployment on CPU, memory, GPU utilisation and QPS."""
+"""Horizontal autoscaling of a version's Deployment on CPU, memory, GPU utilisation and QPS: the
+spec a model writes, and the HorizontalPodAutoscaler that serves it where the platform scales
+with HPAs (with KEDA, a ScaledObject: scaled_object.py)."""
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from inference_platform.config.base import ConfigModel, config_problems
+from inference_platform.config.base import ConfigModel, Duration, config_problems, duration_nanoseconds
 from inference_platform.platform import custom_metrics
+
+# Under a minute a version would sleep between two requests.
+MIN_IDLE_NANOSECONDS = 60 * 10**9
 
 # Kubernetes quantities go down to nano units; a finer value would be rounded up by the API server.
 _QUANTITY_SUFFIXES = (("", 0), ("m", 3), ("u", 6), ("n", 9))
@@ -32,7 +38,11 @@ def _quantity(value: Decimal) -> str:
 class AutoscalingSpec(ConfigModel):
     """Scales each version between minReplicas and maxReplicas; off while they are equal."""
 
-    min_replicas: Annotated[int, Field(ge=1, le=1000)] = 1
+    min_replicas: Annotated[int, Field(ge=0, le=1000)] = Field(
+        default=1,
+        description="0 lets a version sleep at zero replicas while idle, woken by its first request "
+        "(needs platform.autoscaler: keda).",
+    )
     max_replicas: Annotated[int, Field(ge=1, le=1000)] = 1
     cpu_utilization: Annotated[int, Field(ge=1, le=1000)] | None = Field(
         default=None, description="Target average CPU use, in percent of the requests."
@@ -49,6 +59,16 @@ class AutoscalingSpec(ConfigModel):
     scale_down_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] = Field(
         default=300, description="How long load must stay low before replicas are removed."
     )
+    idle_after: Duration = Field(
+        default="15m",
+        description="With minReplicas 0: how long a version goes without a request before it sleeps "
+        "(KEDA's cooldownPeriod); 1m to 24h.",
+    )
+    wake: Literal["hold", "respond"] = Field(
+        default="hold",
+        description="With minReplicas 0, what a request to a sleeping version gets: hold (kept until a pod is "
+        "ready, within the model's timeout) or respond (503 with Retry-After at once, for cold starts of minutes).",
+    )
 
     @field_validator("requests_per_second")
     @classmethod
@@ -64,11 +84,28 @@ class AutoscalingSpec(ConfigModel):
 
     @model_validator(mode="after")
     def _range(self) -> AutoscalingSpec:
+        problems = []
         if self.min_replicas > self.max_replicas:
-            raise config_problems(
-                [("minReplicas", f"{self.min_replicas} is more than maxReplicas ({self.max_replicas})")]
+            problems.append(("minReplicas", f"{self.min_replicas} is more than maxReplicas ({self.max_replicas})"))
+        if self.scales_to_zero and duration_nanoseconds(self.idle_after) < MIN_IDLE_NANOSECONDS:
+            problems.append(
+                ("idleAfter", f"{self.idle_after} is under a minute: versions would sleep between requests")
             )
+        for key, field in (("idleAfter", "idle_after"), ("wake", "wake")):
+            if field in self.model_fields_set and not self.scales_to_zero:
+                problems.append((key, "only for a model that scales to zero: set minReplicas to 0, or drop this"))
+        if problems:
+            raise config_problems(problems)
         return self
+
+    @property
+    def scales_to_zero(self) -> bool:
+        return self.min_replicas == 0
+
+    @property
+    def idle_seconds(self) -> int:
+        """KEDA's cooldownPeriod: idleAfter in whole seconds, rounded up."""
+        return math.ceil(duration_nanoseconds(self.idle_after) / 10**9)
 
     @property
     def enabled(self) -> bool:

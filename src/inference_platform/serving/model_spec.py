@@ -280,11 +280,15 @@ class ModelSpecBase(ConfigModel):
         return self.INFERENCE_PATH.format(name=self.name)
 
     @property
+    def http_port(self) -> int:
+        """Where HTTP requests reach a pod: the transformer's port, or the server's."""
+        return self.transformer.port if self.transformer is not None else self.SERVER_PORTS["http"]
+
+    @property
     def serving_ports(self) -> tuple[int, ...]:
-        """The ports requests reach: the transformer's (or the server's) HTTP port and the server's gRPC port."""
-        http = self.transformer.port if self.transformer is not None else self.SERVER_PORTS["http"]
+        """The ports requests reach: the HTTP port (http_port) and the server's gRPC port."""
         grpc = self.SERVER_PORTS.get("grpc")
-        return tuple(sorted({http} | ({grpc} if grpc is not None else set())))
+        return tuple(sorted({self.http_port} | ({grpc} if grpc is not None else set())))
 
     @property
     def live_weights(self) -> dict[str, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -31,8 +31,9 @@ from inference_platform.platform.grafana import HOST_PREFIX as GRAFANA_HOST
 from inference_platform.platform.grafana import GrafanaConfig
 from inference_platform.platform.hami import HamiConfig
 from inference_platform.platform.ingress_gateway import IngressGatewayConfig
+from inference_platform.platform.keda import HttpAddOnRef, KedaConfig, KedaRef
 from inference_platform.platform.metrics_server import MetricsServerConfig
-from inference_platform.platform.prometheus import PrometheusConfig
+from inference_platform.platform.prometheus import SERVER_PORT, PrometheusConfig
 from inference_platform.platform.prometheus_adapter import PrometheusAdapterConfig
 from inference_platform.serving.gpu import GPU_MODE_UNION, VirtualGpu
 from inference_platform.serving.inference_service.routing import mesh_route_name
@@ -61,6 +62,12 @@ class PlatformConfig(ConfigModel):
     dcgm_exporter: DcgmExporterConfig = Field(default_factory=DcgmExporterConfig)
     hami: HamiConfig = Field(default_factory=HamiConfig)
     gpu_nodes: GpuNodes = Field(default_factory=GpuNodes, description="How GPU pods find and tolerate GPU nodes.")
+    autoscaler: Literal["hpa", "keda"] = Field(
+        default="hpa",
+        description="hpa: an HPA per autoscaled version, custom metrics from prometheus-adapter; keda: a KEDA "
+        "ScaledObject instead (KEDA installed), which also lets models sleep at zero (minReplicas 0).",
+    )
+    keda: KedaConfig = Field(default_factory=KedaConfig, description="KEDA, with platform.autoscaler: keda.")
 
     @model_validator(mode="after")
     def _dependencies(self) -> PlatformConfig:
@@ -69,8 +76,10 @@ class PlatformConfig(ConfigModel):
             problems.append(
                 ("kubernetesVersion", "HAMi runs a kube-scheduler of the cluster's version: set it (1.30.4)")
             )
-        if self.prometheus_adapter.enabled and not self.prometheus.enabled:
+        if self.installs_prometheus_adapter and not self.prometheus.enabled:
             problems.append(("prometheusAdapter.enabled", "the adapter reads Prometheus: enable prometheus too"))
+        if self.autoscaler == "keda" and not self.prometheus.enabled:
+            problems.append(("autoscaler", "KEDA's triggers read Prometheus: enable prometheus too"))
         if self.grafana.enabled and not self.prometheus.enabled:
             problems.append(("grafana.enabled", "Grafana's dashboards read Prometheus: enable prometheus too"))
         if self.grafana.enabled and self.grafana.admin_password is None:
@@ -87,7 +96,12 @@ class PlatformConfig(ConfigModel):
         return self
 
     @property
-    def gpu_metrics(self) -> str | None:
+    def installs_prometheus_adapter(self) -> bool:
+        """Whether anything needs the adapter: the HPAs' custom metrics (KEDA reads Prometheus itself)."""
+        return self.prometheus_adapter.installed(self.autoscaler == "hpa")
+
+    @property
+    def gpu_metrics(self) -> Literal["dcgm", "hami"] | None:
         """Where per-pod GPU utilisation comes from: HAMi's per-container metric when HAMi shares
         the GPUs (it allocates every GPU on its nodes, whole ones too), else dcgm-exporter."""
         if self.hami.enabled:
@@ -166,15 +180,27 @@ class StackConfig(ConfigModel):
         return named
 
     def _pipeline_problems(self) -> list[tuple[str, str]]:
-        """Every model step names a model of the stack."""
+        """Every model step names a model of the stack, and none that sleeps is a Hard dependency."""
         names = {model.name for model in self.models}
-        return [
-            (f"pipelines[{i}].nodes.{node_name}.steps[{j}].model", f"'{step.model}' is not a model of this stack")
-            for i, pipeline in enumerate(self.pipelines)
-            for node_name, node in pipeline.nodes.items()
-            for j, step in enumerate(node.steps)
-            if step.model is not None and step.model not in names
-        ]
+        sleeping = {model.name for model in self.models if model.autoscaling.scales_to_zero}
+        problems = []
+        for i, pipeline in enumerate(self.pipelines):
+            for node_name, node in pipeline.nodes.items():
+                for j, step in enumerate(node.steps):
+                    path = f"pipelines[{i}].nodes.{node_name}.steps[{j}]"
+                    if step.model is not None and step.model not in names:
+                        problems.append((f"{path}.model", f"'{step.model}' is not a model of this stack"))
+                    elif step.model in sleeping and step.dependency == "Hard":
+                        problems.append(
+                            (
+                                f"{path}.dependency",
+                                f"'{step.model}' sleeps at zero replicas, and while it wakes its requests wait or get "
+                                "503, past the router's 60s cut-off for a cold start of minutes: a Hard step would "
+                                "fail the pipeline on every cold start; make it Soft, or keep the model awake "
+                                "(minReplicas 1)",
+                            )
+                        )
+        return problems
 
     def _call_problems(self) -> list[tuple[str, str]]:
         """Callees must be models of the stack, and calls must not go round in a circle (a request
@@ -200,19 +226,45 @@ class StackConfig(ConfigModel):
         return edges + [(pipeline.name, model) for pipeline in self.pipelines for model in pipeline.models]
 
     @property
+    def http_add_on(self) -> HttpAddOnRef | None:
+        """KEDA's HTTP add-on: installed when some model sleeps at zero."""
+        if self.platform.autoscaler != "keda" or not any(m.autoscaling.scales_to_zero for m in self.models):
+            return None
+        return HttpAddOnRef(namespace=self.platform.keda.namespace)
+
+    @property
+    def keda(self) -> KedaRef | None:
+        """What ScaledObjects name, when the platform scales with KEDA."""
+        if self.platform.autoscaler != "keda":
+            return None
+        return KedaRef(
+            prometheus_url=f"{self.platform.prometheus.url}:{SERVER_PORT}",
+            gpu_source=self.platform.gpu_metrics or "dcgm",
+            http_add_on=self.http_add_on,
+        )
+
+    @property
     def installs_metrics_server(self) -> bool:
         needed = any(model.autoscaling.uses_resource_metrics for model in self.models)
         return self.platform.metrics_server.installed(needed)
 
     def _autoscaling_problems(self) -> list[tuple[str, str]]:
         problems = []
+        hpa = self.platform.autoscaler == "hpa"
         for index, model in enumerate(self.models):
             scaling = model.autoscaling
-            if scaling.uses_custom_metrics and not self.platform.prometheus_adapter.enabled:
+            if hpa and scaling.uses_custom_metrics and not self.platform.installs_prometheus_adapter:
                 problems.append(
                     (
                         f"models[{index}].autoscaling",
                         "GPU and QPS targets are custom metrics: enable platform.prometheusAdapter",
+                    )
+                )
+            if hpa and scaling.scales_to_zero:
+                problems.append(
+                    (
+                        f"models[{index}].autoscaling.minReplicas",
+                        "0 (sleeping at zero replicas) needs KEDA: set platform.autoscaler to keda",
                     )
                 )
             if scaling.gpu_utilization is not None and self.platform.gpu_metrics is None:
@@ -245,11 +297,13 @@ class StackConfig(ConfigModel):
             and model.gpu.mode in ("exclusive", "vgpu")
         ]
         plan = self.capacity()
-        if plan.fits_min is False:
+        # Awake, not at the minimum: a version asleep at zero must still be able to wake.
+        if plan.fits_awake is False:
+            awake = "with every version awake" if plan.gpus_awake != plan.gpus_min else "at their minimum replicas"
             problems.append(
                 (
                     "platform.gpuNodes",
-                    f"the models need {plan.gpus_min} GPUs at their minimum replicas, more than the "
+                    f"the models need {plan.gpus_awake} GPUs {awake}, more than the "
                     f"{plan.declared} declared ({nodes.count} nodes x {nodes.gpus_per_node}): pods could never all "
                     "schedule; add GPU nodes, or lower replicas or GPU requests",
                 )

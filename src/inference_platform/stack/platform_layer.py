@@ -12,6 +12,7 @@ from inference_platform.platform.dcgm_exporter import DcgmExporter
 from inference_platform.platform.grafana import Grafana, GrafanaArgs
 from inference_platform.platform.hami import Hami
 from inference_platform.platform.ingress_gateway import IngressGateway, IngressGatewayArgs
+from inference_platform.platform.keda import Keda
 from inference_platform.platform.metrics_server import MetricsServer
 from inference_platform.platform.prometheus import SERVER_PORT, Prometheus, RuleFiles
 from inference_platform.platform.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
@@ -54,7 +55,7 @@ def deploy_platform(config: StackConfig, parent: pulumi.Resource | None = None) 
     if platform.prometheus.enabled:
         prometheus = Prometheus("prometheus", platform.prometheus, comparison_rules(config), under)
         outputs["prometheus"] = prometheus.url
-        if platform.prometheus_adapter.enabled:
+        if platform.installs_prometheus_adapter:
             PrometheusAdapter(
                 "prometheus-adapter",
                 PrometheusAdapterArgs(
@@ -90,6 +91,13 @@ def deploy_platform(config: StackConfig, parent: pulumi.Resource | None = None) 
         outputs["resourceMetrics"] = metrics_server.api_group
     if platform.dcgm_exporter.enabled:
         DcgmExporter("dcgm-exporter", platform.dcgm_exporter, platform.gpu_nodes, under)
+    if platform.autoscaler == "keda":
+        # Models' ScaledObjects (and InterceptorRoutes) wait for the charts that bring their CRDs;
+        # the add-on's interceptor, for istiod, whose injector gives it its sidecar.
+        keda = Keda(
+            "keda", platform.keda, http_add_on=config.http_add_on is not None, after=list(result.ready), opts=under
+        )
+        result.ready += keda.ready
     if platform.hami.enabled and platform.kubernetes_version is not None:
         # vGPU pods must meet HAMi's webhook and scheduler: a pod created before them keeps the
         # default scheduler, which cannot place its gpumem and gpucores requests.

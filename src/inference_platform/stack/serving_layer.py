@@ -52,7 +52,11 @@ def deploy_models(
     if secret is not None:
         dependencies.append(register(secret, pulumi.ResourceOptions(parent=parent, depends_on=[namespace])))
     models = {model.name: model for model in config.models}
-    workloads = {name: model_workload(model, config.namespace) for name, model in models.items()}
+    keda, add_on = config.keda, config.http_add_on
+    workloads = {
+        name: model_workload(model, config.namespace, add_on if model.autoscaling.scales_to_zero else None)
+        for name, model in models.items()
+    }
     routers = {spec.name: pipeline_args(config, spec, models, workloads) for spec in config.pipelines}
     workloads |= {name: args.workload() for name, args in routers.items()}
     scraper = config.platform.prometheus.scraper if config.platform.prometheus.enabled else None
@@ -72,6 +76,7 @@ def deploy_models(
                 metrics_scraper=scraper,
                 callers=[workloads[caller] for caller, callee in edges if callee == model.name],
                 callees=[workloads[callee] for callee in model.calls],
+                keda=keda,
             ),
             opts=after,
         )
@@ -107,4 +112,5 @@ def pipeline_args(
             name: f"http://{service_fqdn(name, config.namespace)}{models[name].inference_path}" for name in spec.models
         },
         example_body=models[first].example_request().body if (first := spec.first_model()) else None,
+        keda=config.keda,
     )

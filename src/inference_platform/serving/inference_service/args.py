@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain
+from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain, config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.ingress_gateway import GatewayRef
+from inference_platform.platform.keda import HttpAddOnRef, KedaRef
 from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Workload
 from inference_platform.serving.model_spec import ModelVersion
@@ -39,6 +40,28 @@ class InferenceServiceArgs(ConfigModel):
         default_factory=list, description="Models and pipelines the stack declares as calling this model."
     )
     callees: list[Workload] = Field(default_factory=list, description="The models this model calls (`calls`).")
+    keda: KedaRef | None = Field(
+        default=None,
+        description="Scale with KEDA (ScaledObjects) instead of HPAs; with its HTTP add-on, a model may sleep at zero.",
+    )
+
+    @model_validator(mode="after")
+    def _sleeping_needs_the_add_on(self) -> InferenceServiceArgs:
+        if self.model.autoscaling.scales_to_zero and (self.keda is None or self.keda.http_add_on is None):
+            raise config_problems(
+                [
+                    (
+                        "model.autoscaling.minReplicas",
+                        "a model sleeps at zero only with KEDA and its HTTP add-on: set keda.httpAddOn",
+                    )
+                ]
+            )
+        return self
+
+    @property
+    def wakes_through(self) -> HttpAddOnRef | None:
+        """The HTTP add-on in the path of the model's live versions, when the model sleeps at zero."""
+        return self.keda.http_add_on if self.keda is not None and self.model.autoscaling.scales_to_zero else None
 
     @property
     def service_account(self) -> str:
@@ -64,7 +87,7 @@ class InferenceServiceArgs(ConfigModel):
         return service_fqdn(self.model.name, self.namespace)
 
     def workload(self) -> Workload:
-        return model_workload(self.model, self.namespace)
+        return model_workload(self.model, self.namespace, self.wakes_through)
 
 
 def service_fqdn(name: str, namespace: str) -> str:
@@ -72,13 +95,25 @@ def service_fqdn(name: str, namespace: str) -> str:
     return f"{name}.{namespace}.svc.cluster.local"
 
 
-def model_workload(model: ModelSpec, namespace: str) -> Workload:
-    """A model as access rules see it: its pods, its service account and its serving ports."""
-    return Workload(name=model.name, namespace=namespace, service_account=model.name, ports=model.serving_ports)
+def model_workload(model: ModelSpec, namespace: str, wakes_through: HttpAddOnRef | None = None) -> Workload:
+    """A model as access rules see it: its pods, its service account, its serving ports, and the
+    interceptor in front of it when it sleeps at zero."""
+    return Workload(
+        name=model.name,
+        namespace=namespace,
+        service_account=model.name,
+        ports=model.serving_ports,
+        wakes_through=wakes_through,
+    )
 
 
 def version_name(args: InferenceServiceArgs, version: ModelVersion) -> str:
     return f"{args.model.name}-{version.name}"
+
+
+def version_fqdn(args: InferenceServiceArgs, version: ModelVersion) -> str:
+    """The in-cluster host of one version's Service."""
+    return service_fqdn(version_name(args, version), args.namespace)
 
 
 def selector_labels(args: InferenceServiceArgs, version: ModelVersion | None = None) -> dict[str, str]:

@@ -12,15 +12,22 @@ from inference_platform.serving.access import (
     internet_egress_policy,
     network_policy,
     service_account,
+    wake_policies,
 )
 from inference_platform.serving.autoscaling import horizontal_pod_autoscaler
 from inference_platform.serving.inference_service.args import (
     InferenceServiceArgs,
     object_metadata,
     selector_labels,
+    version_fqdn,
     version_name,
 )
-from inference_platform.serving.inference_service.pods import config_map, deployment, disruption_budget
+from inference_platform.serving.inference_service.pods import (
+    config_map,
+    deployment,
+    disruption_budget,
+    rollout_timeout_seconds,
+)
 from inference_platform.serving.inference_service.routing import (
     destination_rule,
     mesh_virtual_service,
@@ -31,7 +38,9 @@ from inference_platform.serving.inference_service.routing import (
 from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.model_storage import download_port, is_downloaded
 from inference_platform.serving.protection import gateway_policies, rate_limit_filter
+from inference_platform.serving.scaled_object import interceptor_trigger, mirror_trigger, scaled_object, target_triggers
 from inference_platform.serving.server_plan import ServerPlan
+from inference_platform.serving.waking import interceptor_route
 
 
 def download_policy(args: InferenceServiceArgs, version: ModelVersion) -> dict[str, Any] | None:
@@ -44,6 +53,40 @@ def download_policy(args: InferenceServiceArgs, version: ModelVersion) -> dict[s
         selector_labels(args, version),
         download_port(version.model_uri, args.storage),
     )
+
+
+def autoscaler(args: InferenceServiceArgs, version: ModelVersion, pod: dict[str, Any]) -> dict[str, Any]:
+    """The version's HPA, or with KEDA its ScaledObject (and what wakes it when it sleeps at zero)."""
+    spec, metadata = args.model.autoscaling, object_metadata(args, version_name(args, version), version)
+    if args.keda is None:
+        return horizontal_pod_autoscaler(metadata, spec)
+    triggers = target_triggers(spec, args.keda, args.namespace, selector_labels(args, version))
+    if spec.scales_to_zero and version.is_live:
+        triggers.append(interceptor_trigger(args.keda, metadata["name"]))
+    elif spec.scales_to_zero:
+        live = [v.name for v in args.model.versions if v.is_live]
+        triggers.append(mirror_trigger(args.keda, args.namespace, args.model.name, live))
+    return scaled_object(metadata, spec, triggers, initial_cooldown_seconds=rollout_timeout_seconds(args, pod))
+
+
+def waking_manifests(args: InferenceServiceArgs, version: ModelVersion) -> list[dict[str, Any]]:
+    """For a live version of a model that sleeps at zero: the interceptor's route to it, and its way in."""
+    add_on = args.wakes_through
+    if add_on is None or not version.is_live:
+        return []
+    name = version_name(args, version)
+    port = args.model.http_port
+    route = interceptor_route(
+        object_metadata(args, name, version),
+        version_fqdn(args, version),
+        port,
+        args.model.autoscaling,
+        args.model.timeout,
+    )
+    return [
+        route,
+        *wake_policies(add_on, selector_labels(args, version), port, object_metadata(args, f"{name}-wake", version)),
+    ]
 
 
 def protection_manifests(args: InferenceServiceArgs, plan: ServerPlan) -> list[dict[str, Any]]:
@@ -88,11 +131,8 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
         objects.append(workload)
         objects.append(version_service(args, version, pod))
         if args.model.autoscaling.enabled:
-            objects.append(
-                horizontal_pod_autoscaler(
-                    object_metadata(args, version_name(args, version), version), args.model.autoscaling
-                )
-            )
+            objects.append(autoscaler(args, version, pod))
+        objects += waking_manifests(args, version)
         budget = disruption_budget(args, version)
         if budget is not None:
             objects.append(budget)

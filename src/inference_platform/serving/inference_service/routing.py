@@ -8,9 +8,11 @@ from inference_platform.serving.inference_service.args import (
     InferenceServiceArgs,
     object_metadata,
     selector_labels,
+    version_fqdn,
     version_name,
 )
 from inference_platform.serving.model_spec import ModelVersion
+from inference_platform.serving.waking import through_interceptor
 
 # Clients reach every model on the same port, whatever its runtime listens on.
 MODEL_SERVICE_PORT = 80
@@ -69,13 +71,18 @@ def _destination(args: InferenceServiceArgs, version_name: str) -> dict[str, Any
     return {"host": args.service_fqdn, "subset": version_name, "port": {"number": MODEL_SERVICE_PORT}}
 
 
+def _live_route(args: InferenceServiceArgs, version: ModelVersion) -> dict[str, Any]:
+    """A live version's share: straight to its subset, or, for a model that sleeps at zero,
+    through the interceptor that wakes it (waking.py)."""
+    add_on = args.wakes_through
+    if add_on is None:
+        return {"destination": _destination(args, version.name), "weight": version.weight}
+    return through_interceptor(add_on, version_fqdn(args, version)) | {"weight": version.weight}
+
+
 def _route_body(args: InferenceServiceArgs) -> dict[str, Any]:
     model = args.model
-    body: dict[str, Any] = {
-        "route": [
-            {"destination": _destination(args, name), "weight": weight} for name, weight in model.live_weights.items()
-        ],
-    }
+    body: dict[str, Any] = {"route": [_live_route(args, version) for version in model.versions if version.is_live]}
     if model.mirrors:
         body["mirrors"] = [
             {"destination": _destination(args, name), "percentage": {"value": percent}}

@@ -12,6 +12,7 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain, drop_none, duration_seconds
 from inference_platform.platform.ingress_gateway import GATEWAY_RELEASE, GatewayRef
+from inference_platform.platform.keda import KedaRef
 from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Access, Workload, authorization_policy, network_policy, service_account
 from inference_platform.serving.autoscaling import horizontal_pod_autoscaler
@@ -20,6 +21,7 @@ from inference_platform.serving.inference_service.pods import CONTAINER_SECURITY
 from inference_platform.serving.inference_service.routing import entry_routes
 from inference_platform.serving.pipeline.spec import ROUTER_RESOURCES, PipelineSpec
 from inference_platform.serving.protection import gateway_policies, rate_limit_filter
+from inference_platform.serving.scaled_object import scaled_object, target_triggers
 
 ROUTER_CONTAINER = "router"
 ROUTER_PORT = 8080  # fixed in the router's code
@@ -48,6 +50,7 @@ class PipelineArgs(ConfigModel):
     example_body: dict[str, Any] | None = Field(
         default=None, description="The body of the `curl` output's request: the example request of the first model."
     )
+    keda: KedaRef | None = Field(default=None, description="Scale with KEDA (a ScaledObject) instead of an HPA.")
 
     @property
     def name(self) -> str:
@@ -264,8 +267,12 @@ def protection_manifests(args: PipelineArgs) -> list[dict[str, Any]]:
 def pipeline_manifests(args: PipelineArgs) -> list[dict[str, Any]]:
     """Every object of the pipeline, in a stable order."""
     objects = [service_account(_metadata(args)), deployment(args), service(args)]
-    if args.pipeline.autoscaling.enabled:
-        objects.append(horizontal_pod_autoscaler(_metadata(args), args.pipeline.autoscaling))
+    spec = args.pipeline.autoscaling
+    if spec.enabled and args.keda is not None:
+        triggers = target_triggers(spec, args.keda, args.namespace, selector_labels(args))
+        objects.append(scaled_object(_metadata(args), spec, triggers))
+    elif spec.enabled:
+        objects.append(horizontal_pod_autoscaler(_metadata(args), spec))
     budget = disruption_budget(args)
     if budget is not None:
         objects.append(budget)
