@@ -14,11 +14,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import celpy
+import celpy.adapter
+import celpy.evaluation
 import jsonschema
 import kubernetes_validate
 import yaml
 
 from tests.cluster import Cluster, Pod, dig, selects
+from tests.stacks import kubernetes_cel
 
 Check = Callable[[Cluster], list[str]]
 MERGED_METRICS_PORT = 15020  # Istio's sidecar agent: the app's metrics and Envoy's together
@@ -49,12 +53,17 @@ def kubernetes_schema_problems(objects: list[dict[str, Any]], kubernetes_version
     return problems
 
 
+# API groups of the custom resources the program and the charts create: Istio's (CRDs from the
+# base chart) and KEDA's (from the keda and keda-add-ons-http charts).
+CUSTOM_GROUPS = (".istio.io", "keda.sh")
+
+
 def is_custom(obj: dict[str, Any]) -> bool:
     group = str(obj["apiVersion"]).rpartition("/")[0]
-    return group.endswith(".istio.io")
+    return group.endswith(CUSTOM_GROUPS)
 
 
-# --- Istio's CRD schemas, as the base chart renders them --------------------------------------
+# --- CRD schemas, as the charts render them ----------------------------------------------------
 
 
 def _strict(schema: Any) -> Any:
@@ -104,7 +113,8 @@ def crd_validators(cluster: Cluster) -> dict[tuple[str, str], jsonschema.Draft7V
 
 
 def custom_resource_problems(cluster: Cluster) -> list[str]:
-    """Every Istio object, the program's and the charts', against the CRDs the base chart renders."""
+    """Every custom object (Istio's, KEDA's), the program's and the charts', against the CRDs the
+    charts render, made strict."""
     validators = crd_validators(cluster)
     problems = []
     for obj in cluster.objects:
@@ -117,6 +127,152 @@ def custom_resource_problems(cluster: Cluster) -> list[str]:
         for error in validator.iter_errors(obj):
             path = ".".join(str(part) for part in error.absolute_path)
             problems.append(f"{label(obj)}: {path}: {error.message}")
+    return problems
+
+
+@functools.cache
+def _schemas(crds_json: str) -> dict[tuple[str, str], dict[str, Any]]:
+    return {
+        (f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"]): version["schema"][
+            "openAPIV3Schema"
+        ]
+        for crd in json.loads(crds_json)
+        for version in crd["spec"]["versions"]
+    }
+
+
+@functools.cache
+def _cel_program(rule: str) -> Any:
+    environment = celpy.Environment()
+    return environment.program(environment.compile(rule), functions=kubernetes_cel.FUNCTIONS)
+
+
+def _cel(schema: dict[str, Any], value: Any, path: str, problems: list[str]) -> None:
+    """The CEL rules (x-kubernetes-validations) of a schema node and of every node below it, each
+    evaluated with `self` bound to the value at its node, as the API server evaluates them.
+    Transition rules (oldSelf) judge an update against the object before it: none to judge here."""
+    for validation in schema.get("x-kubernetes-validations") or []:
+        rule = validation["rule"]
+        if "oldSelf" in rule:
+            continue
+        try:
+            holds = bool(_cel_program(rule).evaluate({"self": celpy.adapter.json_to_cel(value)}))
+        except celpy.evaluation.CELEvalError as error:
+            problems.append(f"{path or '.'}: {rule!r} cannot be evaluated: {error}")
+            continue
+        if not holds:
+            problems.append(f"{path or '.'}: {validation.get('message', rule)}")
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            child = properties.get(key, extra if isinstance(extra, dict) else None)
+            if child is not None:
+                _cel(child, item, f"{path}.{key}" if path else key, problems)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            _cel(schema["items"], item, f"{path}[{index}]", problems)
+
+
+def cel_problems(cluster: Cluster) -> list[str]:
+    """Every custom object against its CRD's CEL rules (cel-python), which no JSON Schema check sees."""
+    schemas = _schemas(json.dumps(cluster.of_kind("CustomResourceDefinition"), sort_keys=True))
+    problems: list[str] = []
+    for obj in cluster.objects:
+        schema = schemas.get((obj["apiVersion"], obj["kind"])) if is_custom(obj) else None
+        if schema is not None:
+            found: list[str] = []
+            _cel(schema, obj, "", found)
+            problems += [f"{label(obj)}: {problem}" for problem in found]
+    return problems
+
+
+def rules_evaluated(cluster: Cluster) -> int:
+    """How many CEL rules the render's custom objects meet (their CRDs have some: a check with none
+    to evaluate would prove nothing)."""
+    schemas = _schemas(json.dumps(cluster.of_kind("CustomResourceDefinition"), sort_keys=True))
+
+    def count(schema: dict[str, Any], value: Any) -> int:
+        here = sum("oldSelf" not in v["rule"] for v in schema.get("x-kubernetes-validations") or [])
+        if isinstance(value, dict):
+            properties, extra = schema.get("properties") or {}, schema.get("additionalProperties")
+            here += sum(
+                count(child, item)
+                for key, item in value.items()
+                if (child := properties.get(key, extra if isinstance(extra, dict) else None)) is not None
+            )
+        elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+            here += sum(count(schema["items"], item) for item in value)
+        return here
+
+    return sum(
+        count(schema, obj)
+        for obj in cluster.objects
+        if is_custom(obj) and (schema := schemas.get((obj["apiVersion"], obj["kind"]))) is not None
+    )
+
+
+# --- What KEDA's admission webhook would refuse (it fails open) -----------------------------------
+# apis/keda/v1alpha1/scaledobject_webhook.go at v2.20.2, rule by rule, over the render.
+
+KEDA_NAME_LIMIT = 63
+
+
+def _target(autoscaler: dict[str, Any]) -> tuple[str, str, str]:
+    ref = autoscaler["spec"]["scaleTargetRef"]
+    return autoscaler["metadata"].get("namespace", ""), ref.get("kind", "Deployment"), ref["name"]
+
+
+def keda_webhook_problems(cluster: Cluster) -> list[str]:
+    """No workload has two autoscalers (two ScaledObjects, or an HPA of its own beside one), and each
+    ScaledObject passes every check KEDA's webhook makes: replica bounds, names within a label
+    value, unique trigger names, not only cpu/memory triggers when it may scale to zero, and a
+    request on every container for a cpu or memory trigger."""
+    problems: list[str] = []
+    scaled = cluster.of_kind("ScaledObject")
+    by_target: dict[tuple[str, str, str], list[str]] = {}
+    for autoscaler in [*scaled, *cluster.of_kind("HorizontalPodAutoscaler")]:
+        by_target.setdefault(_target(autoscaler), []).append(label(autoscaler))
+    problems += [
+        f"{'/'.join(target)} has {len(owners)} autoscalers: {', '.join(sorted(owners))}"
+        for target, owners in sorted(by_target.items())
+        if len(owners) > 1
+    ]
+    deployments = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in cluster.of_kind("Deployment")}
+    for obj in scaled:
+        spec, name = obj["spec"], obj["metadata"]["name"]
+        minimum, maximum = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
+        if minimum > maximum:
+            problems.append(f"{label(obj)}: MinReplicaCount={minimum} must be less than MaxReplicaCount={maximum}")
+        if "idleReplicaCount" in spec and spec["idleReplicaCount"] >= minimum:
+            problems.append(f"{label(obj)}: IdleReplicaCount must be less than MinReplicaCount")
+        hpa = dig(spec, "advanced", "horizontalPodAutoscalerConfig", "name") or f"keda-hpa-{name}"
+        problems += [
+            f"{label(obj)}: {what} {value!r} is longer than {KEDA_NAME_LIMIT} characters"
+            for what, value in (("name", name), ("HPA name", hpa))
+            if len(value) > KEDA_NAME_LIMIT
+        ]
+        triggers = spec.get("triggers") or []
+        names = [t["name"] for t in triggers if t.get("name")]
+        if not triggers:
+            problems.append(f"{label(obj)}: no triggers")
+        if len(names) != len(set(names)):
+            problems.append(f"{label(obj)}: trigger names {names} repeat")
+        kinds = {t["type"] for t in triggers}
+        if kinds & {"cpu", "memory"} and kinds <= {"cpu", "memory"} and minimum == 0:
+            problems.append(
+                f"{label(obj)}: only cpu/memory triggers and minReplicaCount 0: it would never scale to zero"
+            )
+        deployment = deployments.get(_target(obj)[::2])
+        if deployment is None:
+            problems.append(f"{label(obj)}: targets {'/'.join(_target(obj))}, which is not rendered")
+            continue
+        for resource in sorted(kinds & {"cpu", "memory"}):
+            problems += [
+                f"{label(obj)}: a {resource} trigger but container {container['name']} has no {resource} request"
+                for container in deployment["spec"]["template"]["spec"]["containers"]
+                if resource not in (dig(container, "resources", "requests") or {})
+            ]
     return problems
 
 
@@ -332,10 +488,16 @@ def api_service_problems(cluster: Cluster) -> list[str]:
             )
         elif not cluster.endpoints(service, reference.get("port", 443)):
             problems.append(f"{label(api)}: Service {label(service)} reaches no pod on {reference.get('port', 443)}")
-    groups = {api["spec"]["group"] for api in cluster.of_kind("APIService")}
+    served = Counter((api["spec"]["group"], api["spec"]["version"]) for api in cluster.of_kind("APIService"))
+    problems += [
+        f"{count} APIServices serve {group}/{version}" for (group, version), count in served.items() if count > 1
+    ]
+    groups = {group for group, _ in served}
     uses_resource_metrics = any(
         m["type"] == "Resource" for hpa in cluster.of_kind("HorizontalPodAutoscaler") for m in hpa["spec"]["metrics"]
-    )
+    ) or any(t["type"] in ("cpu", "memory") for so in cluster.of_kind("ScaledObject") for t in so["spec"]["triggers"])
+    if cluster.of_kind("ScaledObject") and "external.metrics.k8s.io" not in groups:
+        problems.append("ScaledObjects are rendered but no APIService serves external.metrics.k8s.io (KEDA's)")
     if (
         uses_resource_metrics
         and "metrics-server" in {c["name"] for c in cluster.chart_values}

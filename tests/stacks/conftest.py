@@ -12,9 +12,10 @@ from inference_platform.cli.main import main
 from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
 from tests.cluster import Cluster
-from tests.conftest import ROOT, STACKS, charts_dir, full_config, write_stack_file
+from tests.conftest import ROOT, STACKS, charts_dir, full_config, keda_config, write_stack_file
 
-CLUSTER_STACKS = [*STACKS, "all-features"]
+GENERATED_STACKS = {"all-features": full_config, "keda": keda_config}
+CLUSTER_STACKS = [*STACKS, *GENERATED_STACKS]
 
 
 @dataclass
@@ -38,11 +39,11 @@ def render_cluster(stack: str, config_path: Path, out: Path) -> Rendered:
 
 @pytest.fixture(scope="session", params=CLUSTER_STACKS)
 def rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    """Each stack file, and the all-features stack, rendered with its charts expanded."""
+    """Each stack file, the all-features stack and the same with KEDA, rendered with its charts expanded."""
     stack: str = request.param
     root = tmp_path_factory.mktemp(f"cluster-{stack}")
-    if stack == "all-features":
-        path = write_stack_file(root / "Pulumi.full.yaml", full_config())
+    if stack in GENERATED_STACKS:
+        path = write_stack_file(root / f"Pulumi.{stack}.yaml", GENERATED_STACKS[stack]())
     else:
         path = ROOT / f"Pulumi.{stack}.yaml"
     return render_cluster(stack, path, root / "render")

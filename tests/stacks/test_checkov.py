@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from inference_platform.cli.main import main
-from tests.conftest import ROOT, STACKS, full_config, write_stack_file
+from tests.conftest import ROOT, STACKS, write_stack_file
+from tests.stacks.conftest import GENERATED_STACKS
 
 pytestmark = pytest.mark.slow
 
@@ -40,10 +41,10 @@ def render(name: str, config_path: Path, out: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("stack", [*STACKS, "all-features"])
+@pytest.mark.parametrize("stack", [*STACKS, *GENERATED_STACKS])
 def test_no_failed_checks(stack: str, tmp_path: Path) -> None:
-    if stack == "all-features":
-        config_path = write_stack_file(tmp_path / "Pulumi.full.yaml", full_config())
+    if stack in GENERATED_STACKS:
+        config_path = write_stack_file(tmp_path / f"Pulumi.{stack}.yaml", GENERATED_STACKS[stack]())
     else:
         config_path = ROOT / f"Pulumi.{stack}.yaml"
     report = scan(render(stack, config_path, tmp_path / "out"))

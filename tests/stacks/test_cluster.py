@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster
-from tests.conftest import ROOT, full_config, write_stack_file
+from tests.conftest import ROOT, full_config, keda_config, write_stack_file
 from tests.stacks import cluster_checks as checks
 from tests.stacks.conftest import Rendered, render_cluster
 
@@ -30,9 +30,16 @@ def test_program_objects_pass_the_kubernetes_schemas_at_the_stacks_version(rende
     assert checks.kubernetes_schema_problems(rendered.cluster.program, rendered.kubernetes_version) == []
 
 
-def test_istio_objects_pass_the_crds_the_base_chart_renders(rendered: Rendered) -> None:
+def test_custom_objects_pass_the_crds_the_charts_render(rendered: Rendered) -> None:
     assert sum(checks.is_custom(o) for o in rendered.cluster.program) >= 5
     assert checks.custom_resource_problems(rendered.cluster) == []
+
+
+def test_custom_objects_meet_their_crds_cel_rules(rendered: Rendered) -> None:
+    if rendered.stack == "keda":
+        # ScaledObjects' replica bounds, InterceptorRoutes' target, scaling metric and cold start
+        assert checks.rules_evaluated(rendered.cluster) >= 20
+    assert checks.cel_problems(rendered.cluster) == []
 
 
 SEAMS = {
@@ -47,6 +54,7 @@ SEAMS = {
     "injection covers meshed namespaces and the gateway": checks.injection_problems,
     "outputs name rendered services": checks.output_problems,
     "grafana reads prometheus, has the dashboards and its admin secret": checks.grafana_problems,
+    "one autoscaler a workload, each ScaledObject as KEDA's webhook wants it": checks.keda_webhook_problems,
 }
 
 
@@ -223,3 +231,95 @@ def test_grafana_problems_are_found(tmp_path: Path) -> None:
     cluster = copy.deepcopy(rendered.cluster)
     cluster.program = [o for o in cluster.program if o["kind"] != "Secret" or o["metadata"]["name"] != "grafana-admin"]
     assert len(checks.grafana_problems(cluster)) == 2
+
+
+@pytest.fixture(scope="module")
+def keda(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    root = tmp_path_factory.mktemp("keda")
+    return render_cluster("keda", write_stack_file(root / "Pulumi.keda.yaml", keda_config()), root / "render")
+
+
+def test_cel_rules_the_json_schemas_cannot_see_are_found(keda: Rendered) -> None:
+    cluster = copy.deepcopy(keda.cluster)
+    scaled = find(cluster.program, "ScaledObject", "iris-v1")
+    scaled["spec"]["minReplicaCount"] = 5
+    route = find(cluster.program, "InterceptorRoute", "embed-v1")
+    route["spec"]["target"]["portName"] = "http"
+    del route["spec"]["coldStart"]["placeholder"]
+    (jwt,) = [o for o in cluster.program if o["kind"] == "RequestAuthentication"][:1]
+    jwt["spec"]["jwtRules"][0]["jwksUri"] = "ftp://auth.example.com/jwks"
+    assert checks.custom_resource_problems(cluster) == []  # each is schema-valid
+    assert sorted(checks.cel_problems(cluster)) == sorted(
+        [
+            "ScaledObject service/iris-v1: spec: minReplicaCount must be less than or equal to maxReplicaCount",
+            "InterceptorRoute service/embed-v1: spec.target: exactly one of 'port' or 'portName' must be set",
+            "InterceptorRoute service/embed-v1: spec.coldStart: "
+            "at least one of 'fallback' or 'placeholder' must be set",
+            f"RequestAuthentication {jwt['metadata']['namespace']}/{jwt['metadata']['name']}: "
+            "spec.jwtRules[0].jwksUri: url must have scheme http:// or https://",
+        ]
+    )
+
+
+def test_a_cel_rule_calling_a_function_nobody_implemented_is_reported(keda: Rendered) -> None:
+    cluster = copy.deepcopy(keda.cluster)
+    crd = next(
+        c
+        for c in cluster.program + cluster.charts["keda"]
+        if c["kind"] == "CustomResourceDefinition" and c["spec"]["names"]["kind"] == "ScaledObject"
+    )
+    validations = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "x-kubernetes-validations"
+    ]
+    validations.append({"rule": "quantity(string(self.maxReplicaCount)).isInteger()"})
+    problems = checks.cel_problems(cluster)
+    assert problems
+    assert all("quantity(" in p and "cannot be evaluated" in p for p in problems)
+
+
+def test_what_kedas_webhook_refuses_is_found(keda: Rendered) -> None:
+    cluster = copy.deepcopy(keda.cluster)
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "churn-extra", "namespace": "service"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "churn-v1"}},
+    }
+    cluster.program.append(hpa)
+    llama = find(cluster.program, "ScaledObject", "llama-v1")
+    llama["spec"]["triggers"].append(copy.deepcopy(llama["spec"]["triggers"][0]))
+    churn = find(cluster.program, "ScaledObject", "churn-v1")
+    churn["metadata"]["name"] = "churn-" + "x" * 60
+    iris = find(cluster.program, "ScaledObject", "iris-v1")
+    iris["spec"]["triggers"] = [
+        {"type": "cpu", "name": "cpu", "metricType": "Utilization", "metadata": {"value": "80"}}
+    ]
+    problems = checks.keda_webhook_problems(cluster)
+    long = f"ScaledObject service/{churn['metadata']['name']}"
+    assert sorted(problems) == sorted(
+        [
+            f"service/Deployment/churn-v1 has 2 autoscalers: HorizontalPodAutoscaler service/churn-extra, {long}",
+            f"{long}: name {churn['metadata']['name']!r} is longer than 63 characters",
+            f"ScaledObject service/llama-v1: trigger names {[t['name'] for t in llama['spec']['triggers']]} repeat",
+            "ScaledObject service/iris-v1: only cpu/memory triggers and minReplicaCount 0: "
+            "it would never scale to zero",
+        ]
+    )
+
+
+def test_a_second_external_metrics_api_and_a_missing_interceptor_are_found(keda: Rendered) -> None:
+    cluster = copy.deepcopy(keda.cluster)
+    (external,) = [a for a in cluster.of_kind("APIService") if a["spec"]["group"] == "external.metrics.k8s.io"]
+    # prometheus-adapter with `rules.external` set would serve the same group
+    cluster.charts["prometheus-adapter"] = [copy.deepcopy(external)]
+    assert "2 APIServices serve external.metrics.k8s.io/v1beta1" in checks.api_service_problems(cluster)
+    cluster = copy.deepcopy(keda.cluster)
+    cluster.charts["keda-add-ons-http"] = [
+        o
+        for o in cluster.charts["keda-add-ons-http"]
+        if (o["kind"], o["metadata"]["name"]) != ("Service", "keda-add-ons-http-interceptor-proxy")
+    ]
+    problems = checks.gateway_reach_problems(cluster)
+    assert problems
+    assert all("keda-add-ons-http-interceptor-proxy" in p for p in problems)
+    assert all(any(model in p for p in problems) for model in ("iris", "embed", "llama"))

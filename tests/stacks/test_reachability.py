@@ -8,11 +8,13 @@ import copy
 from itertools import product
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
-from tests.cluster import Cluster, Pod
-from tests.conftest import full_config, write_stack_file
+from tests.cluster import Cluster, Pod, selects
+from tests.conftest import full_config, keda_config, write_stack_file
+from tests.stacks.cluster_checks import gateway_pods
 from tests.stacks.conftest import render_cluster
 
 NAMESPACE = "service"
@@ -113,3 +115,110 @@ def test_the_evaluator_sees_an_undeclared_opening(tmp_path: Path, full: tuple[di
 
     assert ("llama", "iris") in network - declared_edges(config)
     assert ("llama", "churn") in mesh - declared_edges(config)
+
+
+# --- Through the interceptor: the KEDA stack, where iris, embed and llama sleep at zero ---------
+
+SLEEPING = {"iris", "embed", "llama"}
+INTERCEPTOR_PROXY = 8080
+
+
+@pytest.fixture(scope="module")
+def keda(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Cluster]:
+    config = keda_config()
+    root = tmp_path_factory.mktemp("reachability-keda")
+    rendered = render_cluster("keda", write_stack_file(root / "Pulumi.keda.yaml", config), root / "render")
+    return config, rendered.cluster
+
+
+def interceptor(cluster: Cluster) -> Pod:
+    (pod,) = [p for p in cluster.pods() if p.labels.get("app.kubernetes.io/component") == "interceptor"]
+    return pod
+
+
+def live_versions(config: dict[str, Any]) -> set[tuple[str, str]]:
+    """Read from the stack file: the versions of each model that take a share of its traffic."""
+    return {
+        (model["name"], version["name"])
+        for model in config["inference-platform:models"]
+        for version in model["versions"]
+        if version.get("weight", 0) > 0 or len(model["versions"]) == 1
+    }
+
+
+def test_the_interceptor_reaches_exactly_the_sleeping_models_live_versions(
+    keda: tuple[dict[str, Any], Cluster],
+) -> None:
+    config, cluster = keda
+    proxy = interceptor(cluster)
+    expected = {(app, version) for app, version in live_versions(config) if app in SLEEPING}
+    assert ("iris", "v3") not in expected  # iris' shadow takes its mirror from the gateway
+
+    for layer in (cluster.network_admits, cluster.mesh_admits):
+        reached = {
+            (pod.labels["app"], pod.labels.get("version", ""))
+            for pod in cluster.pods()
+            if pod.namespace == NAMESPACE and any(layer(proxy, pod, port) for port in all_ports(pod))
+        }
+        assert reached == expected, layer.__name__
+    for pod in cluster.pods():
+        if (pod.labels.get("app"), pod.labels.get("version")) in expected:
+            # the HTTP port alone: not gRPC, not metrics
+            opened = {port for port in all_ports(pod) if cluster.network_admits(proxy, pod, port)}
+            assert opened == {pod.ports["http"]}, pod.owner
+
+
+def test_callers_of_a_sleeping_model_and_the_gateway_reach_the_interceptor(
+    keda: tuple[dict[str, Any], Cluster],
+) -> None:
+    config, cluster = keda
+    proxy, pods = interceptor(cluster), workloads(cluster)
+    callers = {caller for caller, callee in declared_edges(config) if callee in SLEEPING}
+    assert callers == {"bert", "churn-ab", "assist"}
+
+    reaching = {
+        app
+        for app, pod in pods.items()
+        if cluster.network_admits(pod, proxy, INTERCEPTOR_PROXY) and cluster.mesh_admits(pod, proxy, INTERCEPTOR_PROXY)
+    }
+    assert reaching == callers
+    (gateway,) = gateway_pods(cluster)
+    assert cluster.network_admits(gateway, proxy, INTERCEPTOR_PROXY)
+    assert cluster.mesh_admits(gateway, proxy, INTERCEPTOR_PROXY)
+
+
+def test_keda_reaches_prometheus_and_the_add_ons_scaler(keda: tuple[dict[str, Any], Cluster]) -> None:
+    _, cluster = keda
+    pods = {pod.owner: pod for pod in cluster.pods()}
+    operator = pods["Deployment keda/keda-operator"]
+    scaler = pods["Deployment keda/keda-add-ons-http-external-scaler"]
+    # where the ScaledObjects' serverAddress lands
+    (address,) = {t["metadata"]["serverAddress"] for t in prometheus_triggers(cluster)}
+    parts = urlsplit(address)
+    service_name, namespace, *_ = (parts.hostname or "").split(".")
+    service = cluster.service(service_name, namespace)
+    assert service is not None, address
+    [(server, port)] = cluster.endpoints(service, parts.port or 80)
+    assert cluster.network_admits(operator, server, port)
+    assert cluster.network_admits(operator, scaler, scaler.ports["grpc"])
+    assert cluster.network_admits(scaler, interceptor(cluster), interceptor(cluster).ports["admin"])
+
+
+def prometheus_triggers(cluster: Cluster) -> list[dict[str, Any]]:
+    return [t for o in cluster.of_kind("ScaledObject") for t in o["spec"]["triggers"] if t["type"] == "prometheus"]
+
+
+def test_only_the_interceptor_of_keda_joins_the_mesh(keda: tuple[dict[str, Any], Cluster]) -> None:
+    """Its sidecar is its only way in to STRICT mTLS pods; KEDA's own pods stay outside the mesh."""
+    _, cluster = keda
+    webhooks = [w for c in cluster.of_kind("MutatingWebhookConfiguration", release="istiod") for w in c["webhooks"]]
+
+    def injected(pod: Pod) -> bool:
+        namespace = cluster.namespaces.get(pod.namespace, {})
+        return any(
+            selects(w.get("namespaceSelector", {}), namespace) and selects(w.get("objectSelector", {}), pod.labels)
+            for w in webhooks
+        )
+
+    in_keda = {pod.owner for pod in cluster.pods() if pod.namespace == "keda" and injected(pod)}
+    assert in_keda == {"Deployment keda/keda-add-ons-http-interceptor"}
