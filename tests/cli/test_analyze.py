@@ -309,6 +309,27 @@ def test_every_dashboard_panel_query_returns_series(
         assert done.stdout.strip(), f"{model} / {title}: no series for {query}"
 
 
+def test_a_sleeping_models_replica_panel_shows_zero_per_version(
+    backfilled: tuple[RunningPrometheus, int], sleeping_stack_file: Path
+) -> None:
+    """Before any pod was scraped, each version's line reads 0 (not no data); awake, its pods."""
+    running, start = backfilled
+    config = parse_stack_config(project_values(read_stack_file(sleeping_stack_file).config))
+    iris = comparison.comparison(config.models[0], config.namespace)
+    assert iris is not None
+    panel = panel_queries(iris, "hami")["Replicas (pods scraped)"]
+    assert [legend for _, legend in panel] == ["v1", "v2", "v3"]
+    for at, expected in ((start - 3600, "0"), (start + 35 * 60, "1")):
+        for query, version in panel:
+            done = subprocess.run(
+                [PROMTOOL, "query", "instant", f"--time={at}", running.url, query],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            assert done.stdout.strip().endswith(f"=> {expected} @[{at}]"), (version, done.stdout)
+
+
 def test_promtool_fails_a_query_that_finds_nothing_or_is_broken(backfilled: tuple[RunningPrometheus, int]) -> None:
     running, start = backfilled
     empty = subprocess.run(

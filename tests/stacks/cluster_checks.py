@@ -276,6 +276,86 @@ def keda_webhook_problems(cluster: Cluster) -> list[str]:
     return problems
 
 
+# --- The HTTP add-on's routes: a Host the interceptor knows, a Service that reaches the version ---
+
+
+def interceptor_proxies(cluster: Cluster) -> set[str]:
+    """The in-mesh names of the add-on's interceptor proxy Services."""
+    return {
+        f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"
+        for service in cluster.charts.get("keda-add-ons-http", [])
+        if service["kind"] == "Service" and service["metadata"]["name"].endswith("-interceptor-proxy")
+    }
+
+
+def _hosts(route: dict[str, Any]) -> list[str]:
+    return sorted({host for rule in route["spec"].get("rules") or [] for host in rule.get("hosts") or []})
+
+
+def _host_problems(cluster: Cluster, routes: list[dict[str, Any]]) -> list[str]:
+    proxies = interceptor_proxies(cluster)
+    claims = Counter(host for route in routes for host in _hosts(route))
+    problems = []
+    for virtual_service in cluster.of_kind("VirtualService"):
+        for entry in (e for http in virtual_service["spec"].get("http") or [] for e in http.get("route") or []):
+            host = dig(entry, "headers", "request", "set", "Host")
+            if entry["destination"]["host"] not in proxies:
+                continue
+            if host is None:
+                problems.append(f"{label(virtual_service)} sends a request to the interceptor without a Host")
+            elif claims[host] != 1:
+                problems.append(
+                    f"{label(virtual_service)} sets Host {host}, which {claims[host]} InterceptorRoutes claim"
+                )
+    return problems
+
+
+def _target_problems(cluster: Cluster, route: dict[str, Any]) -> list[str]:
+    namespace, target = route["metadata"]["namespace"], route["spec"]["target"]
+    expected = f"{target['service']}.{namespace}.svc.cluster.local"
+    problems = []
+    if _hosts(route) != [expected]:
+        problems.append(f"{label(route)} claims {_hosts(route)}, not its target Service's in-mesh name {expected}")
+    service = cluster.service(target["service"], namespace)
+    if service is None:
+        problems.append(f"{label(route)} targets Service {namespace}/{target['service']}, which is not rendered")
+    elif not cluster.endpoints(service, target.get("port", 0)):
+        problems.append(f"{label(route)}: Service {label(service)} reaches no pod on {target.get('port')}")
+    return problems
+
+
+def _wake_problems(cluster: Cluster, scaled: dict[str, Any], routes: list[dict[str, Any]]) -> list[str]:
+    namespace = scaled["metadata"]["namespace"]
+    by_name = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in routes}
+    own = f"Deployment {namespace}/{scaled['spec']['scaleTargetRef']['name']}"
+    problems = []
+    for trigger in (t for t in scaled["spec"]["triggers"] if t["type"] == "external-push"):
+        route = by_name.get((namespace, trigger["metadata"].get("interceptorRoute", "")))
+        if route is None:
+            problems.append(f"{label(scaled)} wakes on InterceptorRoute {trigger['metadata']}, which is not rendered")
+            continue
+        target = route["spec"]["target"]
+        service = cluster.service(target["service"], namespace)
+        reached = {pod.owner for pod, _ in cluster.endpoints(service, target.get("port", 0))} if service else set()
+        if service is not None and reached != {own}:
+            problems.append(f"{label(scaled)} wakes on {label(route)}, whose Service reaches {sorted(reached)}")
+    return problems
+
+
+def interceptor_route_problems(cluster: Cluster) -> list[str]:
+    """Every route entry to the interceptor sets a Host; exactly one InterceptorRoute claims it, and
+    that Host is the in-mesh name of the route's target Service (the interceptor's sidecar routes
+    by it), a Service port that reaches pods. Every external-push trigger names an InterceptorRoute
+    of its namespace whose Service reaches the pods of the ScaledObject's own Deployment."""
+    routes = cluster.of_kind("InterceptorRoute")
+    problems = _host_problems(cluster, routes)
+    problems += [problem for route in routes for problem in _target_problems(cluster, route)]
+    problems += [
+        problem for scaled in cluster.of_kind("ScaledObject") for problem in _wake_problems(cluster, scaled, routes)
+    ]
+    return problems
+
+
 # --- Identity ---------------------------------------------------------------------------------
 
 

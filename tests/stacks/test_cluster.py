@@ -55,6 +55,7 @@ SEAMS = {
     "outputs name rendered services": checks.output_problems,
     "grafana reads prometheus, has the dashboards and its admin secret": checks.grafana_problems,
     "one autoscaler a workload, each ScaledObject as KEDA's webhook wants it": checks.keda_webhook_problems,
+    "interceptor routes: a Host claimed once, its Service, the woken version's pods": checks.interceptor_route_problems,
 }
 
 
@@ -323,3 +324,27 @@ def test_a_second_external_metrics_api_and_a_missing_interceptor_are_found(keda:
     assert problems
     assert all("keda-add-ons-http-interceptor-proxy" in p for p in problems)
     assert all(any(model in p for p in problems) for model in ("iris", "embed", "llama"))
+
+
+def test_interceptor_route_problems_are_found(keda: Rendered) -> None:
+    cluster = copy.deepcopy(keda.cluster)
+    assert checks.interceptor_route_problems(cluster) == []
+    assert len(cluster.of_kind("InterceptorRoute")) == 4  # iris v1 and v2, embed, llama
+    # a Host nobody claims: the interceptor would answer 404
+    virtual_service = find(cluster.program, "VirtualService", "iris")
+    virtual_service["spec"]["http"][0]["route"][1]["headers"]["request"]["set"]["Host"] = "iris-v2.service"
+    # a route to a port its Service does not have
+    find(cluster.program, "InterceptorRoute", "llama-v1")["spec"]["target"]["port"] = 9000
+    # a version woken by another version's route
+    find(cluster.program, "ScaledObject", "embed-v1")["spec"]["triggers"][-1]["metadata"]["interceptorRoute"] = (
+        "iris-v1"
+    )
+    assert sorted(checks.interceptor_route_problems(cluster)) == sorted(
+        [
+            "VirtualService service/iris sets Host iris-v2.service, which 0 InterceptorRoutes claim",
+            "InterceptorRoute service/llama-v1: Service Service service/llama-v1 reaches no pod on 9000",
+            "ScaledObject service/llama-v1 wakes on InterceptorRoute service/llama-v1, whose Service reaches []",
+            "ScaledObject service/embed-v1 wakes on InterceptorRoute service/iris-v1, whose Service reaches "
+            "['Deployment service/iris-v1']",
+        ]
+    )
