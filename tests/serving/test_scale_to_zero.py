@@ -221,17 +221,7 @@ def test_the_interceptor_may_reach_exactly_the_live_versions_http_port() -> None
         "policyTypes": ["Ingress"],
         "ingress": [
             {
-                "from": [
-                    {
-                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}},
-                        "podSelector": {
-                            "matchLabels": {
-                                "app.kubernetes.io/component": "interceptor",
-                                "app.kubernetes.io/name": "http-add-on",
-                            }
-                        },
-                    }
-                ],
+                "from": [INTERCEPTOR_PODS],
                 "ports": [{"protocol": "TCP", "port": 8080}],
             }
         ],
@@ -261,17 +251,7 @@ def test_a_caller_of_a_sleeping_model_may_reach_the_interceptor() -> None:
     assert egress == [
         {"to": [{"podSelector": {"matchLabels": {"app": "embed"}}}], "ports": [{"protocol": "TCP", "port": 8000}]},
         {
-            "to": [
-                {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}},
-                    "podSelector": {
-                        "matchLabels": {
-                            "app.kubernetes.io/component": "interceptor",
-                            "app.kubernetes.io/name": "http-add-on",
-                        }
-                    },
-                }
-            ],
+            "to": [INTERCEPTOR_PODS],
             "ports": [{"protocol": "TCP", "port": 8080}],
         },
     ]

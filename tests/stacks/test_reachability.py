@@ -60,12 +60,15 @@ def reachability(cluster: Cluster) -> tuple[set[tuple[str, str]], set[tuple[str,
     return network, mesh
 
 
+def rendered(stack: str, config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+    root = tmp_path_factory.mktemp(f"reachability-{stack}")
+    return render_cluster(stack, write_stack_file(root / f"Pulumi.{stack}.yaml", config), root / "render").cluster
+
+
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Cluster]:
     config = full_config()
-    root = tmp_path_factory.mktemp("reachability")
-    rendered = render_cluster("full", write_stack_file(root / "Pulumi.full.yaml", config), root / "render")
-    return config, rendered.cluster
+    return config, rendered("full", config, tmp_path_factory)
 
 
 def test_the_stack_declares_calls_and_pipelines(full: tuple[dict[str, Any], Cluster]) -> None:
@@ -126,9 +129,7 @@ INTERCEPTOR_PROXY = 8080
 @pytest.fixture(scope="module")
 def keda(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Cluster]:
     config = keda_config()
-    root = tmp_path_factory.mktemp("reachability-keda")
-    rendered = render_cluster("keda", write_stack_file(root / "Pulumi.keda.yaml", config), root / "render")
-    return config, rendered.cluster
+    return config, rendered("keda", config, tmp_path_factory)
 
 
 def interceptor(cluster: Cluster) -> Pod:
