@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from inference_platform import pins
 from inference_platform.cli.main import main
 from tests.conftest import ROOT, STACKS, base_config, write_stack_file
 
@@ -82,12 +83,23 @@ def test_zizmor_would_catch_an_unsafe_workflow(tmp_path: Path) -> None:
     assert "template-injection" in done.stdout
 
 
-@pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
+ALLOWED_PERMISSIONS = {
+    "preview.yml": {"contents": "read", "pull-requests": "write"},
+    "deploy.yml": {"contents": "read"},
+    "comparator-image.yml": {"contents": "read", "packages": "write"},
+}
+
+
+def test_every_workflow_is_checked_for_privileges() -> None:
+    assert sorted(ALLOWED_PERMISSIONS) == sorted(path.name for path in WORKFLOWS.glob("*.yml"))
+
+
+@pytest.mark.parametrize("name", sorted(ALLOWED_PERMISSIONS))
 def test_least_privilege_and_pinned_actions(name: str) -> None:
     document = workflow(name)
     assert document["permissions"] == {}, "no token permissions unless a job asks"
     for job_name, job in document["jobs"].items():
-        allowed = {"contents": "read", "pull-requests": "write"} if name == "preview.yml" else {"contents": "read"}
+        allowed = ALLOWED_PERMISSIONS[name]
         assert job["permissions"].items() <= allowed.items(), job_name
         for step in steps(job):
             if "uses" in step:
@@ -220,3 +232,45 @@ def test_the_comment_step_creates_one_comment_per_stack_then_edits_it(tmp_path: 
         )
     else:
         assert action == f"pr comment 7 --repo acme/inference-platform --body-file {tmp_path}/comment.md"
+
+
+def image_step() -> str:
+    (job,) = workflow("comparator-image.yml")["jobs"].values()
+    (step,) = [s for s in steps(job) if s.get("name", "").startswith("Check the tag")]
+    script: str = step["run"]
+    return script
+
+
+@pytest.mark.parametrize("owner", ["inference-platform", "Inference-Platform"])
+def test_the_comparator_image_is_published_under_the_pinned_name_on_its_versions_tag(
+    tmp_path: Path, owner: str
+) -> None:
+    """The workflow's own step, run on the package's version tag: it names the image the program
+    pins (lowercased, as the registry wants); on any other tag it stops the job."""
+    version = pins.COMPARATOR_IMAGE.rpartition(":")[2]
+    env_file = tmp_path / "github-env"
+    env = {"PATH": os.environ["PATH"], "GITHUB_ENV": str(env_file), "OWNER": owner}
+    done = subprocess.run(
+        ["bash", "-e", "-c", image_step()], env=env | {"TAG": f"comparator-v{version}"}, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0
+    assert env_file.read_text() == f"IMAGE={pins.COMPARATOR_IMAGE}\n"
+    wrong = subprocess.run(
+        ["bash", "-e", "-c", image_step()],
+        env=env | {"TAG": "comparator-v9.9.9"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert wrong.returncode == 1
+    assert "is not comparator-v" in wrong.stdout
+
+
+def test_the_workflow_builds_the_comparator_on_tags_only() -> None:
+    document = workflow("comparator-image.yml")
+    assert triggers(document) == {"push": {"tags": ["comparator-v*"]}}
+    (job,) = document["jobs"].values()
+    (build,) = [s for s in steps(job) if s.get("uses", "").startswith("docker/build-push-action@")]
+    assert build["with"] == {"context": "comparator", "push": True, "tags": "${{ env.IMAGE }}"}
+    assert (ROOT / "comparator" / "Dockerfile").is_file()
