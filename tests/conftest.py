@@ -158,7 +158,8 @@ SECRET_VALUES = (
 
 
 def full_config() -> dict[str, Any]:
-    """Every runtime, GPU mode and download scheme, a transformer, every protection and storage credentials."""
+    """Every runtime, GPU mode and download scheme, a transformer, every protection, storage credentials
+    and shadows whose answers are compared."""
     config = base_config()
     config["inference-platform:platform"] = {
         "kubernetesVersion": "1.30.4",
@@ -184,6 +185,8 @@ def full_config() -> dict[str, Any]:
     }
     # churn scales on CPU: the resource metrics API, so metrics-server is installed.
     config["inference-platform:models"][1]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 4, "cpuUtilization": 70}
+    # iris's shadow (Open Inference Protocol) has its answers compared with the primary's, sampled.
+    config["inference-platform:models"][0]["analysis"] = {"payloads": {"enabled": True, "sample": 0.5}}
     config["inference-platform:models"] += [
         {
             "name": "mnist",
@@ -194,6 +197,7 @@ def full_config() -> dict[str, Any]:
                 {"name": "v1", "modelUri": "s3://models/mnist/1", "weight": 100},
                 {"name": "v2", "modelUri": "s3://models/mnist/2", "mirrorPercent": 10},
             ],
+            "analysis": {"payloads": {"enabled": True, "minAgreement": 0.995}},
         },
         {
             "name": "resnet",

@@ -21,6 +21,10 @@ VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.33.0"
 STORAGE_INITIALIZER_IMAGE = "docker.io/kserve/storage-initializer:v0.20.0"
 # Runs inference pipelines: KServe's InferenceGraph router, given the graph as --graph-json.
 KSERVE_ROUTER_IMAGE = "docker.io/kserve/router:v0.20.0"
+# Pairs each shadow's answer with the primary's: this project's comparator/ package, built and
+# published by .github/workflows/comparator-image.yml on a `comparator-v<version>` tag; the tag
+# is the package's version (tests hold the two together).
+COMPARATOR_IMAGE = "ghcr.io/inference-platform/inference-comparator:0.1.0"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from inference_platform.serving import (
     InferenceServiceArgs,
     ModelNamespace,
     ModelNamespaceArgs,
+    PayloadComparator,
+    PayloadComparatorArgs,
     Pipeline,
     PipelineArgs,
     PipelineSpec,
@@ -116,9 +118,15 @@ def service_inputs() -> list[dict[str, Any]]:
             },
             "metricsScraper": {"namespace": "monitoring"},
             "callers": [embed] if model["name"] != "embed" else [],
+            **comparator(model),
         }
         for model in models
     ]
+
+
+def comparator(model: dict[str, Any]) -> dict[str, Any]:
+    """Where a model that compares its shadows' answers streams them."""
+    return {"comparator": {"namespace": "service"}} if model.get("analysis", {}).get("payloads") else {}
 
 
 @pytest.mark.parametrize("inputs", service_inputs(), ids=lambda inputs: inputs["model"]["name"])
@@ -145,6 +153,15 @@ def test_a_pipeline_registers_what_the_native_class_registers(pipeline: dict[str
     native = record(lambda: Pipeline(name, PipelineArgs.model_validate(inputs)), "unit")
     provided = record(lambda: construct("Pipeline", name, inputs), "unit")
     same_objects(native, provided, "Pipeline")
+
+
+def test_a_payload_comparator_registers_what_the_native_class_registers() -> None:
+    compared = [m for m in full_config()["inference-platform:models"] if comparator(m)]
+    assert [m["name"] for m in compared] == ["iris", "mnist"]
+    inputs = {"namespace": "service", "models": compared, "metricsScraper": {"namespace": "monitoring"}}
+    native = record(lambda: PayloadComparator("compare", PayloadComparatorArgs.model_validate(inputs)), "unit")
+    provided = record(lambda: construct("PayloadComparator", "compare", inputs), "unit")
+    same_objects(native, provided, "PayloadComparator")
 
 
 def test_a_model_namespace_registers_what_the_native_class_registers() -> None:

@@ -46,12 +46,13 @@ def test_the_argument_types_are_generated_from_the_config_models() -> None:
     )
 
 
-def test_the_package_serves_the_four_components_under_the_index_module() -> None:
+def test_the_package_serves_its_components_under_the_index_module() -> None:
     resources = schema()["resources"]
     assert sorted(resources) == [
         "inference-platform:index:InferencePlatform",
         "inference-platform:index:InferenceService",
         "inference-platform:index:ModelNamespace",
+        "inference-platform:index:PayloadComparator",
         "inference-platform:index:Pipeline",
     ]
     assert all(resource["isComponent"] for resource in resources.values())
@@ -69,6 +70,7 @@ def test_inputs_are_plain_values_and_outputs_what_a_consumer_needs() -> None:
         "InferencePlatform": ["capacity", "models", "pipelines", "platform"],
         "InferenceService": ["curl", "mirrors", "urls", "weights"],
         "ModelNamespace": ["name"],
+        "PayloadComparator": ["host"],
         "Pipeline": ["curl", "models", "urls"],
     }
     assert resources["inference-platform:index:InferenceService"]["requiredInputs"] == ["domain", "model", "namespace"]

@@ -76,6 +76,31 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "models[0].transformer.image",
         "'s3:///nobucket' is not an image reference",
     ),
+    (
+        "payloads-without-a-shadow",
+        lambda c: models(c)[1].update(analysis={"payloads": {"enabled": True}}),
+        "models[1].analysis.payloads.enabled",
+        "answers are compared between the primary and its shadows, and this model has no shadow: "
+        "give a version mirrorPercent, or drop this",
+    ),
+    (
+        "payloads-sample-zero",
+        lambda c: iris(c).update(analysis={"payloads": {"enabled": True, "sample": 0}}),
+        "models[0].analysis.payloads.sample",
+        "greater than 0",
+    ),
+    (
+        "payloads-agreement-over-one",
+        lambda c: iris(c).update(analysis={"payloads": {"minAgreement": 99}}),
+        "models[0].analysis.payloads.minAgreement",
+        "less than or equal to 1",
+    ),
+    (
+        "payloads-unknown-protocol",
+        lambda c: iris(c).update(analysis={"payloads": {"protocol": "grpc"}}),
+        "models[0].analysis.payloads.protocol",
+        "open-inference-v2",
+    ),
     ("duplicate-version", lambda c: version(c, 1).update(name="v1"), "models[0].versions[1].name", "defined twice"),
     ("weights-not-100", lambda c: version(c, 1).update(weight=5), "models[0].versions", "add up to 95"),
     ("weights-over-100", lambda c: version(c, 1).update(weight=11), "models[0].versions", "add up to 101"),

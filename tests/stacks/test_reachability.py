@@ -20,13 +20,22 @@ from tests.stacks.conftest import render_cluster
 NAMESPACE = "service"
 
 
+COMPARATOR = "inference-comparator"
+
+
 def declared_edges(config: dict[str, Any]) -> set[tuple[str, str]]:
-    """Read from the stack file itself: each model's `calls`, and every model a pipeline's steps name."""
-    edges = {(m["name"], callee) for m in config["inference-platform:models"] for callee in m.get("calls", [])}
+    """Read from the stack file itself: each model's `calls`, every model a pipeline's steps name,
+    and each model that compares its shadows' answers to the comparator it streams them to."""
+    models = config["inference-platform:models"]
+    edges = {(m["name"], callee) for m in models for callee in m.get("calls", [])}
     for pipeline in config.get("inference-platform:pipelines", []):
         for node in pipeline["nodes"].values():
             edges |= {(pipeline["name"], step["model"]) for step in node["steps"] if "model" in step}
-    return edges
+    return edges | {(m["name"], COMPARATOR) for m in compared(config)}
+
+
+def compared(config: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in config["inference-platform:models"] if m.get("analysis", {}).get("payloads", {}).get("enabled")]
 
 
 def workloads(cluster: Cluster) -> dict[str, Pod]:
@@ -77,6 +86,7 @@ def test_the_stack_declares_calls_and_pipelines(full: tuple[dict[str, Any], Clus
 
     assert ("bert", "embed") in edges
     assert {caller for caller, _ in edges} >= {"detect-classify", "churn-ab", "assist"}
+    assert {("iris", COMPARATOR), ("mnist", COMPARATOR)} <= edges
     assert set(workloads(cluster)) >= {caller for caller, _ in edges} | {callee for _, callee in edges}
 
 
@@ -87,6 +97,8 @@ def test_every_declared_call_is_open_on_the_callees_serving_port_in_both_layers(
     pods = workloads(cluster)
 
     for caller, callee in sorted(declared_edges(config)):
+        if callee == COMPARATOR:
+            continue  # not a model: below
         port = serving_port(cluster, callee)
         assert cluster.network_admits(pods[caller], pods[callee], port), f"{caller} -> {callee}: network"
         assert cluster.mesh_admits(pods[caller], pods[callee], port), f"{caller} -> {callee}: mesh"
@@ -118,6 +130,49 @@ def test_the_evaluator_sees_an_undeclared_opening(tmp_path: Path, full: tuple[di
 
     assert ("llama", "iris") in network - declared_edges(config)
     assert ("llama", "churn") in mesh - declared_edges(config)
+
+
+def test_exactly_the_compared_primaries_and_shadows_reach_the_comparators_grpc_port(
+    full: tuple[dict[str, Any], Cluster],
+) -> None:
+    """The network layer narrows it to the captured versions' pods; the mesh layer admits the
+    model's identity, which all its versions share."""
+    config, cluster = full
+    (comparator,) = [pod for pod in cluster.pods() if pod.labels.get("app") == COMPARATOR]
+    grpc = comparator.ports["grpc"]
+    captured = {("iris", "v1"), ("iris", "v3"), ("mnist", "v1"), ("mnist", "v2")}  # each primary and its shadows
+    assert {(m["name"], m["versions"][0]["name"]) for m in compared(config)} <= captured
+    by_version = {
+        (pod.labels["app"], pod.labels.get("version", "")): pod for pod in cluster.pods() if pod.namespace == NAMESPACE
+    }
+
+    network = {key for key, pod in by_version.items() if cluster.network_admits(pod, comparator, grpc)}
+    mesh = {key for key, pod in by_version.items() if cluster.mesh_admits(pod, comparator, grpc)}
+
+    assert network == captured
+    assert mesh == {key for key in by_version if key[0] in {"iris", "mnist"}}
+    assert {
+        port
+        for port in all_ports(comparator)
+        for key in captured
+        if cluster.network_admits(by_version[key], comparator, port)
+    } == {grpc}
+
+
+def test_prometheus_scrapes_the_comparator_and_the_comparator_calls_no_model(
+    full: tuple[dict[str, Any], Cluster],
+) -> None:
+    _, cluster = full
+    (comparator,) = [pod for pod in cluster.pods() if pod.labels.get("app") == COMPARATOR]
+    (prometheus,) = [pod for pod in cluster.pods() if pod.owner == "Deployment monitoring/prometheus-server"]
+    assert cluster.network_admits(prometheus, comparator, comparator.ports["http-metrics"])
+    assert not cluster.network_admits(prometheus, comparator, comparator.ports["grpc"])
+    reached = {
+        pod.owner
+        for pod in cluster.pods()
+        if pod is not comparator and any(cluster.network_admits(comparator, pod, port) for port in all_ports(pod))
+    }
+    assert reached == {"Deployment istio-system/istiod"}  # what the namespace lets every pod reach (and DNS)
 
 
 # --- Through the interceptor: the KEDA stack, where iris, embed and llama sleep at zero ---------

@@ -29,6 +29,13 @@ class AutoscalingWake(str, Enum):
     Respond = "respond"
 
 
+class PayloadComparisonProtocol(str, Enum):
+    OpenInferenceV2 = "open-inference-v2"
+    Tfserving = "tfserving"
+    Torchserve = "torchserve"
+    Openai = "openai"
+
+
 class ModelFormat(str, Enum):
     Onnx = "onnx"
     Tensorrt = "tensorrt"
@@ -283,6 +290,27 @@ class RetryPolicy(TypedDict):
     """Default: \"connect-failure,refused-stream,reset-before-request\"."""
 
 
+class PayloadComparison(TypedDict):
+    """Compare what each shadow answers with what the primary answered to the same request."""
+
+    enabled: NotRequired[bool]
+    """Default: false."""
+    min_agreement: NotRequired[float]
+    """The share of paired requests a shadow must answer as the primary did. Default: 0.99."""
+    min_pairs: NotRequired[int]
+    """Fewer pairs than this in the window is too little to judge. Default: 100."""
+    absolute_tolerance: NotRequired[float]
+    """Numbers agree within absoluteTolerance + relativeTolerance x |primary's|. Default: 1e-06."""
+    relative_tolerance: NotRequired[float]
+    """Default: 0.0001."""
+    min_text_similarity: NotRequired[float]
+    """Texts that differ agree when their normalised similarity is at least this. Default: 0.9."""
+    sample: NotRequired[float]
+    """The share of request ids compared (chosen by a hash of the id). Default: 1.0."""
+    protocol: NotRequired[PayloadComparisonProtocol]
+    """How answers are read; by default the runtime's (`torchserve`, any JSON, behind a transformer)."""
+
+
 class AnalysisSpec(TypedDict):
     """How a canary or shadow is judged against the model's primary (alerts and `infra analyze`)."""
 
@@ -294,6 +322,8 @@ class AnalysisSpec(TypedDict):
     """Allowed rise of the 5xx ratio over the primary's, in absolute points (0.01 = 1 %). Default: 0.01."""
     max_latency_increase_percent: NotRequired[float]
     """Allowed rise of p95 latency over the primary's, in percent of the primary's. Default: 20."""
+    payloads: NotRequired[PayloadComparison]
+    """Compare the shadows' answers with the primary's."""
 
 
 class Batching(TypedDict):
@@ -621,6 +651,18 @@ class KedaConfig(TypedDict):
     """Raw values of the keda-add-ons-http chart, laid over the generated ones."""
 
 
+class PayloadComparatorConfig(TypedDict):
+    """The comparator's image, resources and memory budget."""
+
+    image: NotRequired[str]
+    """Overrides the pinned comparator image (a mirror)."""
+    resources: NotRequired[Resources]
+    buffer_mib: NotRequired[int]
+    """At most this much request and response bodies held while waiting for a pair. Default: 64."""
+    max_body_kib: NotRequired[int]
+    """A larger body is not compared (counted as dropped, reason body_too_large). Default: 1024."""
+
+
 class PlatformConfig(TypedDict):
     """The cluster-wide pieces models run on; each can be switched off."""
 
@@ -639,6 +681,8 @@ class PlatformConfig(TypedDict):
     """hpa: an HPA per autoscaled version, custom metrics from prometheus-adapter; keda: a KEDA ScaledObject instead (KEDA installed), which also lets models sleep at zero (minReplicas 0). Default: \"hpa\"."""
     keda: NotRequired[KedaConfig]
     """KEDA, with platform.autoscaler: keda."""
+    payload_comparator: NotRequired[PayloadComparatorConfig]
+    """The comparator of shadows' answers, deployed when a model sets analysis.payloads.enabled."""
 
 
 class S3Settings(TypedDict):
@@ -745,6 +789,13 @@ class KedaRef(TypedDict):
     """Installed when some model scales to zero."""
 
 
+class ComparatorRef(TypedDict):
+    """Where the payload comparator runs: what the capture filters and access policies name."""
+
+    namespace: str
+    """The comparator's namespace (the model namespace)."""
+
+
 class InferenceServiceArgs(TypedDict):
     """Everything an InferenceService needs: the model and where the platform puts it."""
 
@@ -765,6 +816,8 @@ class InferenceServiceArgs(TypedDict):
     """The models this model calls (`calls`)."""
     keda: NotRequired[KedaRef]
     """Scale with KEDA (ScaledObjects) instead of HPAs; with its HTTP add-on, a model may sleep at zero."""
+    comparator: NotRequired[ComparatorRef]
+    """The payload comparator the primary and shadows stream their exchanges to."""
 
 
 class PipelineArgs(TypedDict):
@@ -785,3 +838,11 @@ class PipelineArgs(TypedDict):
     """The body of the `curl` output's request: the example request of the first model."""
     keda: NotRequired[KedaRef]
     """Scale with KEDA (a ScaledObject) instead of an HPA."""
+
+
+class PayloadComparatorArgs(TypedDict):
+    namespace: str
+    models: list[Model]
+    """The models that compare payloads."""
+    config: NotRequired[PayloadComparatorConfig]
+    metrics_scraper: NotRequired[MetricsScraper]

@@ -35,7 +35,7 @@ from pulumi.provider.experimental.util import camel_case
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from inference_platform.serving import InferenceServiceArgs, ModelNamespaceArgs, PipelineArgs
+from inference_platform.serving import InferenceServiceArgs, ModelNamespaceArgs, PayloadComparatorArgs, PipelineArgs
 from inference_platform.stack import StackConfig
 
 ARGS_FILE = Path(__file__).with_name("args.py")
@@ -45,6 +45,7 @@ ARGUMENTS: dict[str, type[BaseModel]] = {
     "ModelNamespaceArgs": ModelNamespaceArgs,
     "InferenceServiceArgs": InferenceServiceArgs,
     "PipelineArgs": PipelineArgs,
+    "PayloadComparatorArgs": PayloadComparatorArgs,
 }
 # What a flattened discriminated union is called, by its discriminator.
 UNION_NAMES = {"runtime": "Model", "mode": "Gpu"}

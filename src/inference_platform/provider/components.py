@@ -16,6 +16,7 @@ from inference_platform.provider.args import (
     InferencePlatformArgs,
     InferenceServiceArgs,
     ModelNamespaceArgs,
+    PayloadComparatorArgs,
     PipelineArgs,
 )
 from inference_platform.provider.inputs import validated
@@ -91,9 +92,24 @@ class Pipeline(serving.Pipeline):
         super().__init__(name, validated(self.CONFIG, args), opts)
 
 
-COMPONENTS: list[type[InferencePlatform | ModelNamespace | InferenceService | Pipeline]] = [
+class PayloadComparator(serving.PayloadComparator):
+    """The service that pairs each shadow's answer with its primary's and counts how often they agree,
+    for InferenceServices whose model sets analysis.payloads.enabled (give them comparator.namespace)."""
+
+    TYPE = f"{PACKAGE}:index:PayloadComparator"
+    CONFIG = serving.PayloadComparatorArgs
+
+    host: pulumi.Output[str]
+    """The comparator's Service host, which the compared models' capture filters stream to."""
+
+    def __init__(self, name: str, args: PayloadComparatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(name, validated(self.CONFIG, args), opts)
+
+
+COMPONENTS: list[type[InferencePlatform | ModelNamespace | InferenceService | Pipeline | PayloadComparator]] = [
     InferencePlatform,
     ModelNamespace,
     InferenceService,
     Pipeline,
+    PayloadComparator,
 ]

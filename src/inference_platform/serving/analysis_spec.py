@@ -1,13 +1,44 @@
 """What a model says about judging its versions: the thresholds its canaries and shadows are held
-to against the primary, read by the alerting rules and `infra analyze` (analysis/comparison.py)."""
+to against the primary, read by the alerting rules and `infra analyze` (analysis/comparison.py),
+and whether its shadows' answers are compared with the primary's (payload_capture.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from inference_platform.config.base import ConfigModel, Duration
+
+# How the comparator reads an answer: Open Inference Protocol v2 (MLServer, Triton), TF Serving's
+# REST predict, any JSON (TorchServe's handlers answer what they like), OpenAI completions.
+PayloadProtocol = Literal["open-inference-v2", "tfserving", "torchserve", "openai"]
+
+
+class PayloadComparison(ConfigModel):
+    """Compare what each shadow answers with what the primary answered to the same request."""
+
+    enabled: bool = False
+    min_agreement: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=0.99, description="The share of paired requests a shadow must answer as the primary did."
+    )
+    min_pairs: Annotated[int, Field(ge=1, le=100_000_000)] = Field(
+        default=100, description="Fewer pairs than this in the window is too little to judge."
+    )
+    absolute_tolerance: Annotated[float, Field(ge=0)] = Field(
+        default=1e-6, description="Numbers agree within absoluteTolerance + relativeTolerance x |primary's|."
+    )
+    relative_tolerance: Annotated[float, Field(ge=0)] = 1e-4
+    min_text_similarity: Annotated[float, Field(ge=0, le=1)] = Field(
+        default=0.9, description="Texts that differ agree when their normalised similarity is at least this."
+    )
+    sample: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=1.0, description="The share of request ids compared (chosen by a hash of the id)."
+    )
+    protocol: PayloadProtocol | None = Field(
+        default=None,
+        description="How answers are read; by default the runtime's (`torchserve`, any JSON, behind a transformer).",
+    )
 
 
 class AnalysisSpec(ConfigModel):
@@ -22,4 +53,7 @@ class AnalysisSpec(ConfigModel):
     )
     max_latency_increase_percent: Annotated[float, Field(ge=0, le=10_000)] = Field(
         default=20, description="Allowed rise of p95 latency over the primary's, in percent of the primary's."
+    )
+    payloads: PayloadComparison = Field(
+        default_factory=PayloadComparison, description="Compare the shadows' answers with the primary's."
     )

@@ -24,7 +24,7 @@ from inference_platform.config.base import (
     duration_nanoseconds,
 )
 from inference_platform.platform.gpu_nodes import GpuNodes
-from inference_platform.serving.analysis_spec import AnalysisSpec
+from inference_platform.serving.analysis_spec import AnalysisSpec, PayloadProtocol
 from inference_platform.serving.autoscaling import AutoscalingSpec
 from inference_platform.serving.gpu import GpuSpec, NoGpu
 from inference_platform.serving.model_storage import ModelUri
@@ -159,6 +159,8 @@ class ModelSpecBase(ConfigModel):
     SERVER_PORTS: ClassVar[dict[str, int]]
     """The model server's container ports by name: http (what routes reach), grpc, http-metrics."""
     INFERENCE_PATH: ClassVar[str]
+    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol]
+    """How the payload comparator reads the server's answers."""
     """The HTTP path one inference request is POSTed to, `{name}` standing for the model's name."""
 
     name: DNS1035Label = Field(description="Served at <name>.<domain>; also the Kubernetes name prefix.")
@@ -218,6 +220,14 @@ class ModelSpecBase(ConfigModel):
                     ("transformer.port", f"{port} is taken in the pod (the server uses {taken}, Istio 15000-15099)")
                 )
         problems += self._autoscaling_problems()
+        if self.analysis.payloads.enabled and not self.mirrors:
+            problems.append(
+                (
+                    "analysis.payloads.enabled",
+                    "answers are compared between the primary and its shadows, and this model has no shadow: "
+                    "give a version mirrorPercent, or drop this",
+                )
+            )
         problems += duplicate_problems(self.calls, "calls[{}]", "callee")
         problems += [(f"calls[{i}]", "a model cannot call itself") for i, n in enumerate(self.calls) if n == self.name]
         per_try = self.retries.per_try_timeout
@@ -289,6 +299,21 @@ class ModelSpecBase(ConfigModel):
         """The ports requests reach: the HTTP port (http_port) and the server's gRPC port."""
         grpc = self.SERVER_PORTS.get("grpc")
         return tuple(sorted({self.http_port} | ({grpc} if grpc is not None else set())))
+
+    @property
+    def primary(self) -> ModelVersion:
+        """The live version with the highest weight (the first listed on a tie): what canaries and
+        shadows are judged against."""
+        return max((v for v in self.versions if v.is_live), key=lambda v: v.weight or 0)
+
+    @property
+    def payload_protocol(self) -> PayloadProtocol:
+        """How the comparator reads answers: as configured, else the runtime's; behind a transformer,
+        whose answers are its own, as any JSON."""
+        configured = self.analysis.payloads.protocol
+        if configured is not None:
+            return configured
+        return "torchserve" if self.transformer is not None else self.PAYLOAD_PROTOCOL
 
     @property
     def live_weights(self) -> dict[str, int]:

@@ -38,6 +38,7 @@ from inference_platform.platform.prometheus_adapter import PrometheusAdapterConf
 from inference_platform.serving.gpu import GPU_MODE_UNION, VirtualGpu
 from inference_platform.serving.inference_service.routing import mesh_route_name
 from inference_platform.serving.model_storage import StorageCredentials
+from inference_platform.serving.payload_comparator import PayloadComparatorConfig
 from inference_platform.serving.pipeline.spec import PipelineSpec
 from inference_platform.serving.runtimes import RUNTIME_UNION, ModelSpec
 
@@ -68,6 +69,10 @@ class PlatformConfig(ConfigModel):
         "ScaledObject instead (KEDA installed), which also lets models sleep at zero (minReplicas 0).",
     )
     keda: KedaConfig = Field(default_factory=KedaConfig, description="KEDA, with platform.autoscaler: keda.")
+    payload_comparator: PayloadComparatorConfig = Field(
+        default_factory=PayloadComparatorConfig,
+        description="The comparator of shadows' answers, deployed when a model sets analysis.payloads.enabled.",
+    )
 
     @model_validator(mode="after")
     def _dependencies(self) -> PlatformConfig:

@@ -14,6 +14,8 @@ from inference_platform.serving.inference_service import InferenceService, Infer
 from inference_platform.serving.inference_service.args import model_workload, service_fqdn
 from inference_platform.serving.model_namespace import PART_OF_LABELS, ModelNamespace, ModelNamespaceArgs
 from inference_platform.serving.model_storage import StorageAccess
+from inference_platform.serving.payload_capture import COMPARATOR, ComparatorRef
+from inference_platform.serving.payload_comparator import PayloadComparator, PayloadComparatorArgs
 from inference_platform.serving.pipeline import Pipeline, PipelineArgs, PipelineSpec
 from inference_platform.serving.runtimes import ModelSpec
 from inference_platform.stack.config import StackConfig
@@ -62,6 +64,16 @@ def deploy_models(
     scraper = config.platform.prometheus.scraper if config.platform.prometheus.enabled else None
     edges = config.call_edges()
     after = pulumi.ResourceOptions(parent=parent, depends_on=dependencies)
+    compared = [model for model in config.models if model.analysis.payloads.enabled]
+    comparator = ComparatorRef(namespace=config.namespace) if compared else None
+    if compared:
+        comparator_args = PayloadComparatorArgs(
+            namespace=config.namespace,
+            models=compared,
+            config=config.platform.payload_comparator,
+            metrics_scraper=scraper,
+        )
+        PayloadComparator(COMPARATOR, comparator_args, opts=after)
     services = {
         model.name: InferenceService(
             model.name,
@@ -77,6 +89,7 @@ def deploy_models(
                 callers=[workloads[caller] for caller, callee in edges if callee == model.name],
                 callees=[workloads[callee] for callee in model.calls],
                 keda=keda,
+                comparator=comparator if model.analysis.payloads.enabled else None,
             ),
             opts=after,
         )

@@ -18,6 +18,7 @@ from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Workload
 from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.model_storage import StorageAccess
+from inference_platform.serving.payload_capture import ComparatorRef
 from inference_platform.serving.runtimes import ModelSpec
 
 PART_OF = "inference-platform"
@@ -44,6 +45,9 @@ class InferenceServiceArgs(ConfigModel):
         default=None,
         description="Scale with KEDA (ScaledObjects) instead of HPAs; with its HTTP add-on, a model may sleep at zero.",
     )
+    comparator: ComparatorRef | None = Field(
+        default=None, description="The payload comparator the primary and shadows stream their exchanges to."
+    )
 
     @model_validator(mode="after")
     def _sleeping_needs_the_add_on(self) -> InferenceServiceArgs:
@@ -55,6 +59,14 @@ class InferenceServiceArgs(ConfigModel):
                         "a model sleeps at zero only with KEDA and its HTTP add-on: set keda.httpAddOn",
                     )
                 ]
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _payloads_need_the_comparator(self) -> InferenceServiceArgs:
+        if self.model.analysis.payloads.enabled and self.comparator is None:
+            raise config_problems(
+                [("model.analysis.payloads.enabled", "answers are compared by the payload comparator: set comparator")]
             )
         return self
 

@@ -37,6 +37,12 @@ from inference_platform.serving.inference_service.routing import (
 )
 from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.model_storage import download_port, is_downloaded
+from inference_platform.serving.payload_capture import (
+    capture_egress_policy,
+    capture_filter,
+    captured_versions,
+    ext_proc,
+)
 from inference_platform.serving.protection import gateway_policies, rate_limit_filter
 from inference_platform.serving.scaled_object import interceptor_trigger, mirror_trigger, scaled_object, target_triggers
 from inference_platform.serving.server_plan import ServerPlan
@@ -89,6 +95,20 @@ def waking_manifests(args: InferenceServiceArgs, version: ModelVersion) -> list[
     ]
 
 
+def capture_manifests(args: InferenceServiceArgs, version: ModelVersion) -> list[dict[str, Any]]:
+    """For the primary and each shadow of a model that compares payloads: the capture filter on its
+    pods' inbound HTTP port, and their way out to the comparator."""
+    comparator = args.comparator
+    if comparator is None or version not in captured_versions(args.model):
+        return []
+    name, selector = f"{version_name(args, version)}-capture", selector_labels(args, version)
+    config = ext_proc(comparator, args.namespace, args.model.name, version.name)
+    return [
+        capture_filter(object_metadata(args, name, version), selector, args.model.http_port, config),
+        capture_egress_policy(object_metadata(args, name, version), selector, comparator),
+    ]
+
+
 def protection_manifests(args: InferenceServiceArgs, plan: ServerPlan) -> list[dict[str, Any]]:
     """Rate limit, gateway access rules, in-mesh access and network policy of the model."""
     model, protection = args.model, args.model.protection
@@ -133,6 +153,7 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
         if args.model.autoscaling.enabled:
             objects.append(autoscaler(args, version, pod))
         objects += waking_manifests(args, version)
+        objects += capture_manifests(args, version)
         budget = disruption_budget(args, version)
         if budget is not None:
             objects.append(budget)

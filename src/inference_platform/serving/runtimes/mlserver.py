@@ -12,6 +12,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
     SCRATCH_PATH,
@@ -44,6 +45,7 @@ DEFAULT_RESOURCES = Resources(
 class MLServerModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": HTTP_PORT, "grpc": GRPC_PORT, "http-metrics": METRICS_PORT}
     INFERENCE_PATH: ClassVar[str] = "/v2/models/{name}/infer"  # Open Inference Protocol v2
+    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "open-inference-v2"
 
     runtime: Literal["mlserver"]
     format: Literal["sklearn", "xgboost", "lightgbm"] = Field(

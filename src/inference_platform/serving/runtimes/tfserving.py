@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes import pbtxt
 from inference_platform.serving.runtimes.base import (
@@ -60,6 +61,7 @@ class Batching(ConfigModel):
 class TFServingModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": REST_PORT, "grpc": GRPC_PORT}
     INFERENCE_PATH: ClassVar[str] = "/v1/models/{name}:predict"  # TF Serving's REST predict API
+    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "tfserving"
 
     runtime: Literal["tfserving"]
     batching: Batching | None = Field(default=None, description="Turns server-side batching on.")

@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from inference_platform import pins
 from inference_platform.config.base import config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
     SCRATCH_PATH,
@@ -53,6 +54,7 @@ def properties_file(properties: dict[str, str]) -> str:
 class TorchServeModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": INFERENCE_PORT, "http-metrics": METRICS_PORT}
     INFERENCE_PATH: ClassVar[str] = "/predictions/{name}"  # TorchServe's inference API
+    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "torchserve"
 
     runtime: Literal["torchserve"]
     mar_file: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+\.mar$")] | None = Field(

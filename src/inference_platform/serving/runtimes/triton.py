@@ -20,6 +20,7 @@ from pydantic import Field, model_validator
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes import pbtxt
 from inference_platform.serving.runtimes.base import (
@@ -98,6 +99,7 @@ class InstanceGroup(ConfigModel):
 class TritonModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": HTTP_PORT, "grpc": GRPC_PORT, "http-metrics": METRICS_PORT}
     INFERENCE_PATH: ClassVar[str] = "/v2/models/{name}/infer"  # Open Inference Protocol v2
+    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "open-inference-v2"
 
     runtime: Literal["triton"]
     format: Literal["onnx", "tensorrt", "pytorch"] = Field(

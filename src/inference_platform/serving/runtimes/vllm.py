@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from inference_platform import pins
 from inference_platform.config.base import config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.gpu import VirtualGpu
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
@@ -47,6 +48,7 @@ DEFAULT_RESOURCES = Resources(
 class VLLMModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": PORT}
     INFERENCE_PATH: ClassVar[str] = "/v1/completions"  # OpenAI completions API
+    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "openai"
 
     runtime: Literal["vllm"]
     tensor_parallel_size: Annotated[int, Field(ge=1, le=16)] = Field(
