@@ -44,6 +44,10 @@ CONFIG["inference-platform:models"].append(
 )
 # Requests per second by (model, version); churn's shadow sees too few to judge.
 RATES = {("iris", "v1"): 9.0, ("iris", "v2"): 1.0, ("iris", "v3"): 5.0, ("churn", "v1"): 4.0, ("churn", "v2"): 0.05}
+# The payload comparator's pairs per second by shadow (the stack samples half of iris's requests):
+# iris's v3 agrees on every pair until minute 25, then on 2.5 of every 2.6; churn's pairs are few.
+AGREE = {("iris", "v3"): 2.5, ("churn", "v2"): 0.04}
+DISAGREE_FROM, DISAGREE = 25 * 60, {("iris", "v3"): 0.1}
 
 
 def labels(model: str, version: str, **extra: str) -> str:
@@ -90,7 +94,18 @@ def openmetrics(start: int) -> str:
             up.append(
                 f'up{{job="kubernetes-pods",namespace="service",app="{model}",version="{version}",pod="{pod}"}} 1 {t}'
             )
-    return "\n".join([*requests, *durations, *gpu, *up, "# EOF"]) + "\n"
+    pairs = ["# TYPE inference_payload_pairs counter"]
+    for (model, version), rate in AGREE.items():
+        agreed = disagreed = 0.0
+        for step in range(MINUTES * 60 // STEP + 1):
+            t = start + step * STEP
+            if step:
+                agreed += rate * STEP
+                disagreed += DISAGREE.get((model, version), 0.0) * STEP * (step * STEP > DISAGREE_FROM)
+            shadow = f'namespace="service",model="{model}",version="{version}",job="kubernetes-pods"'
+            pairs.append(f'inference_payload_pairs_total{{{shadow},result="agree"}} {agreed:g} {t}')
+            pairs.append(f'inference_payload_pairs_total{{{shadow},result="disagree"}} {disagreed:g} {t}')
+    return "\n".join([*requests, *durations, *gpu, *up, *pairs, "# EOF"]) + "\n"
 
 
 @pytest.fixture(scope="module")
@@ -214,14 +229,70 @@ def test_a_model_asleep_through_the_window_is_idle(
     assert verdicts(json.loads(capsys.readouterr().out)) == {("iris", "v2"): "pass", ("iris", "v3"): "fail"}
 
 
+@pytest.fixture(scope="module")
+def payloads_stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same models, comparing iris's and churn's shadows' answers with their primaries'."""
+    config = copy.deepcopy(CONFIG)
+    for model in config["inference-platform:models"][:2]:
+        model["analysis"] = {"payloads": {"enabled": True, "sample": 0.5}}
+    return write_stack_file(tmp_path_factory.mktemp("payloads") / "Pulumi.dev.yaml", config)
+
+
+def shadows(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(m["model"], c["version"]): c for m in report["models"] for c in m["candidates"] if c["role"] == "shadow"}
+
+
+def test_a_shadow_that_answers_differently_fails(
+    backfilled: tuple[RunningPrometheus, int], payloads_stack_file: Path, capsys: Any
+) -> None:
+    """Minutes 25 to 35: 1,500 agreeing and 60 disagreeing pairs, 96.2 %, under the 99 % asked for;
+    its error ratio fails it too, and both reasons are given."""
+    running, start = backfilled
+    assert analyze(payloads_stack_file, running.url, "--at", str(start + 35 * 60), "--format", "json") == 1
+    found = shadows(json.loads(capsys.readouterr().out))
+    iris = found["iris", "v3"]
+    assert (iris["pairs"], iris["agreement"]) == (pytest.approx(1560, rel=0.01), pytest.approx(2.5 / 2.6, abs=1e-3))
+    assert iris["verdict"] == "fail"
+    assert iris["reasons"][1] == "agrees with v1 on 96.2% of 1,560 paired requests, below 99%"
+    churn = found["churn", "v2"]
+    assert churn["verdict"] == "insufficient-data"
+    assert churn["pairs"] == pytest.approx(24, rel=0.05)
+    assert churn["reasons"][-1] == "24 of its answers were paired with v1's, fewer than payloads.minPairs (100)"
+
+
+def test_a_shadow_that_answers_the_same_passes_and_the_table_shows_it(
+    backfilled: tuple[RunningPrometheus, int], payloads_stack_file: Path, capsys: Any
+) -> None:
+    running, start = backfilled
+    at = str(start + 18 * 60)
+    assert analyze(payloads_stack_file, running.url, "--at", at, "--model", "iris", "--format", "json") == 0
+    iris = shadows(json.loads(capsys.readouterr().out))["iris", "v3"]
+    assert (iris["verdict"], iris["agreement"], iris["pairs"]) == ("pass", 1.0, pytest.approx(1500, rel=0.01))
+    assert analyze(payloads_stack_file, running.url, "--at", at, "--model", "iris", "--format", "markdown") == 0
+    assert "| iris | v3 | shadow | 3000 | 0.00% | 25 | 90 | 98 | 100.0% of 1500 | pass |" in capsys.readouterr().out
+
+
+def test_without_payloads_a_shadow_has_no_pairs_to_judge(
+    backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any
+) -> None:
+    """The same series, a stack that does not compare payloads: the figures are shown, not judged."""
+    running, start = backfilled
+    assert analyze(stack_file, running.url, "--at", str(start + 18 * 60), "--model", "iris", "--format", "json") == 0
+    iris = shadows(json.loads(capsys.readouterr().out))["iris", "v3"]
+    assert (iris["verdict"], iris["reasons"]) == ("pass", [])
+
+
 def test_table_and_markdown(backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any) -> None:
     running, start = backfilled
     at = str(start + 35 * 60)
     assert analyze(stack_file, running.url, "--at", at, "--format", "markdown") == 1
     markdown = capsys.readouterr().out
     assert markdown.startswith("## Canary and shadow analysis: stack `dev`\n")
-    assert "| iris | v3 | shadow | 3000 | 5.00% | 25 | 90 | 98 | fail: error ratio 5.00% is 5.00 points" in markdown
-    assert "| iris | v1 | primary | 5400 | 0.00% |" in markdown
+    assert (
+        "| iris | v3 | shadow | 3000 | 5.00% | 25 | 90 | 98 | 96.2% of 1560 | fail: error ratio 5.00% is 5.00 points"
+        in markdown
+    )
+    assert "| iris | v1 | primary | 5400 | 0.00% | 25 | 90 | 98 | — |  |" in markdown
     assert analyze(stack_file, running.url, "--at", at) == 1
     table = capsys.readouterr().out
     assert "insufficient-data" in table

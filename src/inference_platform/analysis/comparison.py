@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from inference_platform.analysis import agreement
 from inference_platform.serving.analysis_spec import AnalysisSpec
 from inference_platform.serving.model_spec import ModelSpecBase
 
@@ -39,6 +40,8 @@ class Comparison:
     """Versions with a weight above 0: each should see traffic while the model does."""
     sleeps: bool = False
     """The model's versions sleep at zero replicas while idle: one with no pods is asleep, not broken."""
+    payloads: bool = False
+    """The payload comparator pairs the shadows' answers with the primary's."""
 
 
 def comparison(model: ModelSpecBase, namespace: str) -> Comparison | None:
@@ -47,7 +50,7 @@ def comparison(model: ModelSpecBase, namespace: str) -> Comparison | None:
     live = [v for v in model.versions if v.is_live]
     if len(model.versions) < 2 or not live:
         return None
-    primary = max(live, key=lambda v: v.weight or 0)  # max keeps the first of equals
+    primary = model.primary
     candidates: list[tuple[str, Role]] = []
     for version in model.versions:
         if version is primary:
@@ -58,7 +61,13 @@ def comparison(model: ModelSpecBase, namespace: str) -> Comparison | None:
             candidates.append((version.name, "shadow"))
     weighted = tuple(v.name for v in live if v.weight)
     return Comparison(
-        model.name, namespace, primary.name, tuple(candidates), weighted, sleeps=model.autoscaling.scales_to_zero
+        model.name,
+        namespace,
+        primary.name,
+        tuple(candidates),
+        weighted,
+        sleeps=model.autoscaling.scales_to_zero,
+        payloads=model.analysis.payloads.enabled,
     )
 
 
@@ -99,7 +108,8 @@ def latency_quantile(quantile: float, window: str, match: str = selector()) -> s
     return f"histogram_quantile({quantile}, sum by (le, {_by(BY)}) (rate({DURATION_BUCKETS}{match}[{window}])))"
 
 
-def recording_rules() -> dict[str, Any]:
+def recording_rules(payloads: bool = False) -> dict[str, Any]:
+    """Per version over 5 minutes; with `payloads` (some model compares answers), per shadow too."""
     window = RECORDING_WINDOW
     rules = [
         {"record": f"inference:requests:rate{window}", "expr": request_rate(window)},
@@ -109,7 +119,8 @@ def recording_rules() -> dict[str, Any]:
         {"record": f"inference:latency_ms:{name}_{window}", "expr": latency_quantile(q, window)}
         for name, q in QUANTILES.items()
     ]
-    return {"groups": [{"name": "inference-versions", "rules": rules}]}
+    groups = [{"name": "inference-versions", "rules": rules}]
+    return {"groups": [*groups, agreement.recording_rules()] if payloads else groups}
 
 
 # --- Alerts -----------------------------------------------------------------------------------
@@ -133,6 +144,21 @@ def alert_rules(models: Sequence[tuple[Comparison, AnalysisSpec]], stack: str) -
             for rule in _candidate_alerts(compared, spec, stack, version, role)
         ]
         rules += [_no_traffic_alert(compared, spec, stack, version) for version in compared.live]
+        if spec.payloads.enabled:
+            rules += [
+                rule
+                for version, role in compared.candidates
+                if role == "shadow"
+                for rule in agreement.alerts(
+                    namespace=compared.namespace,
+                    model=compared.model,
+                    primary=compared.primary,
+                    shadow=version,
+                    window=spec.window,
+                    spec=spec.payloads,
+                    stop=f"{_promote(stack, compared.model)} --mirror {version}=0",
+                )
+            ]
         groups.append({"name": f"inference-{compared.namespace}-{compared.model}", "rules": rules})
     return {"groups": groups}
 

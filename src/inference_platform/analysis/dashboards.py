@@ -19,7 +19,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
-from inference_platform.analysis import comparison
+from inference_platform.analysis import agreement, comparison
 from inference_platform.platform import custom_metrics
 from inference_platform.platform.grafana import DATASOURCE_UID
 
@@ -102,6 +102,16 @@ def panel_queries(compared: comparison.Comparison, gpu_source: str | None) -> di
                 f'count by (version) (up{{job="kubernetes-pods",namespace="{namespace}",app="{model}"}} == 1)',
                 "{{version}}",
             )
+        ]
+    shadows = [v for v, role in compared.candidates if role == "shadow"]
+    if compared.payloads and shadows:
+        panels["Answers agreeing with the primary"] = [
+            (agreement.agreement(WINDOW, namespace, model, v), f"{v} agrees with {compared.primary}") for v in shadows
+        ]
+        panels["Unpaired answers"] = [
+            (agreement.unpaired(WINDOW, side, namespace, model, v), f"{v}: {side} without a twin")
+            for v in shadows
+            for side in ("primary", "shadow")
         ]
     return panels
 

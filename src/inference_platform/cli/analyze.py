@@ -19,9 +19,9 @@ import requests
 from rich.markup import escape
 from rich.table import Table
 
-from inference_platform.analysis import comparison
+from inference_platform.analysis import agreement, comparison
 from inference_platform.analysis.comparison import Comparison
-from inference_platform.serving.analysis_spec import AnalysisSpec
+from inference_platform.serving.analysis_spec import AnalysisSpec, PayloadComparison
 from inference_platform.stack.config import StackConfig
 
 TOKEN_ENV = "PROMETHEUS_TOKEN"
@@ -52,18 +52,33 @@ class Stats:
 
 
 @dataclass(frozen=True)
+class Agreement:
+    """A shadow's answers against the primary's, from the payload comparator."""
+
+    pairs: float
+    ratio: float | None
+    """None without a single pair."""
+
+
+@dataclass(frozen=True)
 class Candidate:
     version: str
     role: comparison.Role
     stats: Stats
     verdict: Verdict
     reasons: list[str]
+    agreement: Agreement | None = None
+    """For a shadow: its pairs and agreement (0 and None where payloads are not compared)."""
 
     def as_json(self) -> dict[str, Any]:
+        payloads = {}
+        if self.agreement is not None:
+            payloads = {"pairs": self.agreement.pairs, "agreement": self.agreement.ratio}
         return {
             "version": self.version,
             "role": self.role,
             **self.stats.as_json(),
+            **payloads,
             "verdict": self.verdict,
             "reasons": self.reasons,
         }
@@ -128,8 +143,8 @@ class Prometheus:
         token = os.environ.get(TOKEN_ENV)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
-    def by_version(self, expression: str) -> dict[str, float]:
-        """The query's value per destination_version (NaN and infinities left out)."""
+    def by_version(self, expression: str, label: str = "destination_version") -> dict[str, float]:
+        """The query's value per version, read from `label` (NaN and infinities left out)."""
         try:
             response = requests.get(
                 f"{self.url}/api/v1/query",
@@ -148,7 +163,7 @@ class Prometheus:
             for item in body["data"]["result"]:
                 value = float(item["value"][1])
                 if math.isfinite(value):
-                    values[item["metric"].get("destination_version", "")] = value
+                    values[item["metric"].get(label, "")] = value
         except (ValueError, KeyError, TypeError, AttributeError, IndexError):
             raise PrometheusError(f"Prometheus at {self.url} answered something that is not a query result") from None
         return values
@@ -177,6 +192,45 @@ def _model_stats(prometheus: Prometheus, compared: Comparison, window: str) -> d
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def _agreements(prometheus: Prometheus, compared: Comparison, window: str, enabled: bool) -> dict[str, Agreement]:
+    """Each shadow's pairs and agreement over the window: 0 and None, without asking Prometheus,
+    where the model does not compare payloads."""
+    namespace, model = compared.namespace, compared.model
+    pairs, ratios = {}, {}
+    if enabled:
+        pairs = prometheus.by_version(agreement.pairs(window, namespace, model), label="version")
+        ratios = prometheus.by_version(agreement.agreement(window, namespace, model), label="version")
+    return {
+        version: Agreement(round(pairs.get(version, 0.0), 3), _rounded(ratios.get(version)))
+        for version, role in compared.candidates
+        if role == "shadow"
+    }
+
+
+def judge_agreement(found: Agreement, spec: PayloadComparison, primary_name: str) -> tuple[Verdict, list[str]]:
+    """A shadow's answers against minPairs and minAgreement, as InferencePayloadDisagreement judges them."""
+    if found.pairs < spec.min_pairs or found.ratio is None:
+        return "insufficient-data", [
+            f"{found.pairs:g} of its answers were paired with {primary_name}'s, fewer than payloads.minPairs "
+            f"({spec.min_pairs})"
+        ]
+    if found.ratio < spec.min_agreement:
+        return "fail", [
+            f"agrees with {primary_name} on {found.ratio:.1%} of {found.pairs:,.0f} paired requests, "
+            f"below {spec.min_agreement:.0%}"
+        ]
+    return "pass", []
+
+
+def _combined(first: tuple[Verdict, list[str]], second: tuple[Verdict, list[str]]) -> tuple[Verdict, list[str]]:
+    """The worse of two verdicts (fail, then insufficient data), with the reasons of both."""
+    worst_first: tuple[Verdict, ...] = ("fail", "insufficient-data", "idle")
+    for verdict in worst_first:
+        if verdict in (first[0], second[0]):
+            return verdict, [*first[1], *second[1]]
+    return "pass", []
 
 
 def judge(
@@ -227,11 +281,17 @@ def analyze(
         used = window or spec.window
         windows.add(used)
         stats = _model_stats(prometheus, compared, used)
+        agreements = _agreements(prometheus, compared, used, spec.payloads.enabled)
         primary = stats[compared.primary]
         candidates = []
         for version, role in compared.candidates:
             verdict, reasons = judge(stats[version], primary, spec, compared.primary, compared.sleeps)
-            candidates.append(Candidate(version, role, stats[version], verdict, reasons))
+            found = agreements.get(version)
+            if found is not None and spec.payloads.enabled and verdict != "idle":
+                verdict, reasons = _combined(
+                    (verdict, reasons), judge_agreement(found, spec.payloads, compared.primary)
+                )
+            candidates.append(Candidate(version, role, stats[version], verdict, reasons, found))
         report.models.append(ModelReport(spec_model.name, compared.primary, primary, candidates))
     if window is None:
         report.window = ",".join(sorted(windows)) or AnalysisSpec().window
@@ -254,14 +314,20 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:g}"
 
 
-def _rows(report: Report) -> list[tuple[str, str, str, str, str, str, str, str, str]]:
-    rows = []
+def _agreement(found: Agreement | None) -> str:
+    if found is None or found.ratio is None:
+        return "—"
+    return f"{found.ratio:.1%} of {found.pairs:g}"
+
+
+def _rows(report: Report) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
     for model in report.models:
-        entries: list[tuple[str, str, Stats, str, list[str]]] = [
-            (model.primary, "primary", model.primary_stats, "", [])
+        entries: list[tuple[str, str, Stats, Agreement | None, str, list[str]]] = [
+            (model.primary, "primary", model.primary_stats, None, "", [])
         ]
-        entries += [(c.version, c.role, c.stats, c.verdict, c.reasons) for c in model.candidates]
-        for version, role, stats, verdict, reasons in entries:
+        entries += [(c.version, c.role, c.stats, c.agreement, c.verdict, c.reasons) for c in model.candidates]
+        for version, role, stats, found, verdict, reasons in entries:
             rows.append(
                 (
                     model.model,
@@ -272,13 +338,14 @@ def _rows(report: Report) -> list[tuple[str, str, str, str, str, str, str, str, 
                     _ms(stats.p50_ms),
                     _ms(stats.p95_ms),
                     _ms(stats.p99_ms),
+                    _agreement(found),
                     f"{verdict}{': ' + '; '.join(reasons) if reasons else ''}",
                 )
             )
     return rows
 
 
-HEADERS = ("model", "version", "role", "requests", "errors", "p50 ms", "p95 ms", "p99 ms", "verdict")
+HEADERS = ("model", "version", "role", "requests", "errors", "p50 ms", "p95 ms", "p99 ms", "agreement", "verdict")
 
 
 def markdown(report: Report) -> str:

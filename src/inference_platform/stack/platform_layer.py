@@ -39,7 +39,10 @@ def comparisons(config: StackConfig) -> list[tuple[comparison.Comparison, Analys
 
 def comparison_rules(config: StackConfig) -> RuleFiles:
     """Per-version recording rules, and alerts comparing each canary and shadow with its primary."""
-    return RuleFiles(comparison.recording_rules(), comparison.alert_rules(comparisons(config), pulumi.get_stack()))
+    payloads = any(model.analysis.payloads.enabled for model in config.models)
+    return RuleFiles(
+        comparison.recording_rules(payloads), comparison.alert_rules(comparisons(config), pulumi.get_stack())
+    )
 
 
 def deploy_platform(config: StackConfig, parent: pulumi.Resource | None = None) -> Platform:
