@@ -275,17 +275,20 @@ def test_a_shadow_that_answers_the_same_passes_and_the_table_shows_it(
 def test_without_payloads_a_shadow_has_no_pairs_to_judge(
     backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any
 ) -> None:
-    """The same series, a stack that does not compare payloads: the figures are shown, not judged."""
+    """The same series, a stack that does not compare payloads: the comparator's series are not
+    asked for, and the shadow is judged as before."""
     running, start = backfilled
     assert analyze(stack_file, running.url, "--at", str(start + 18 * 60), "--model", "iris", "--format", "json") == 0
     iris = shadows(json.loads(capsys.readouterr().out))["iris", "v3"]
-    assert (iris["verdict"], iris["reasons"]) == ("pass", [])
+    assert (iris["verdict"], iris["reasons"], iris["pairs"], iris["agreement"]) == ("pass", [], 0, None)
 
 
-def test_table_and_markdown(backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any) -> None:
+def test_table_and_markdown(
+    backfilled: tuple[RunningPrometheus, int], stack_file: Path, payloads_stack_file: Path, capsys: Any
+) -> None:
     running, start = backfilled
     at = str(start + 35 * 60)
-    assert analyze(stack_file, running.url, "--at", at, "--format", "markdown") == 1
+    assert analyze(payloads_stack_file, running.url, "--at", at, "--format", "markdown") == 1
     markdown = capsys.readouterr().out
     assert markdown.startswith("## Canary and shadow analysis: stack `dev`\n")
     assert (
@@ -293,6 +296,8 @@ def test_table_and_markdown(backfilled: tuple[RunningPrometheus, int], stack_fil
         in markdown
     )
     assert "| iris | v1 | primary | 5400 | 0.00% | 25 | 90 | 98 | — |  |" in markdown
+    assert analyze(stack_file, running.url, "--at", at, "--format", "markdown") == 1
+    assert "| iris | v3 | shadow | 3000 | 5.00% | 25 | 90 | 98 | — | fail: error ratio" in capsys.readouterr().out
     assert analyze(stack_file, running.url, "--at", at) == 1
     table = capsys.readouterr().out
     assert "insufficient-data" in table
