@@ -164,8 +164,10 @@ def wake_policies(
     return [network, mesh]
 
 
-def internet_egress_policy(metadata: dict[str, Any], selector: dict[str, str], port: int) -> dict[str, Any]:
-    """The way out of the cluster on one port, for the pods `selector` picks (model downloads)."""
+def egress_policy(
+    metadata: dict[str, Any], selector: dict[str, str], to: list[dict[str, Any]], ports: list[int]
+) -> dict[str, Any]:
+    """One way out for the pods `selector` picks: to the peers `to`, on `ports`."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -173,14 +175,16 @@ def internet_egress_policy(metadata: dict[str, Any], selector: dict[str, str], p
         "spec": {
             "podSelector": {"matchLabels": selector},
             "policyTypes": ["Egress"],
-            "egress": [
-                {
-                    "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}],
-                    "ports": _ports([port]),
-                }
-            ],
+            "egress": [{"to": to, "ports": _ports(ports)}],
         },
     }
+
+
+def internet_egress_policy(metadata: dict[str, Any], selector: dict[str, str], port: int) -> dict[str, Any]:
+    """The way out of the cluster on one port, for the pods `selector` picks (model downloads)."""
+    return egress_policy(
+        metadata, selector, [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}], [port]
+    )
 
 
 def service_account(metadata: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import Field
 
 from inference_platform.config.base import ConfigModel, DNS1123Label
-from inference_platform.serving.access import Workload, principal
+from inference_platform.serving.access import Workload, egress_policy, principal
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion
 
 COMPARATOR = "inference-comparator"
@@ -130,18 +130,6 @@ def capture_egress_policy(
     metadata: dict[str, Any], selector: dict[str, str], comparator: ComparatorRef
 ) -> dict[str, Any]:
     """The captured pods' way out to the comparator's gRPC port, and no one else's."""
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": metadata,
-        "spec": {
-            "podSelector": {"matchLabels": selector},
-            "policyTypes": ["Egress"],
-            "egress": [
-                {
-                    "to": [{"podSelector": {"matchLabels": comparator.selector}}],
-                    "ports": [{"protocol": "TCP", "port": COMPARATOR_GRPC_PORT}],
-                }
-            ],
-        },
-    }
+    return egress_policy(
+        metadata, selector, [{"podSelector": {"matchLabels": comparator.selector}}], [COMPARATOR_GRPC_PORT]
+    )
