@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: render test lint typecheck unit schema provider bench clean helm mutants
+.PHONY: render test lint typecheck unit schema provider bench bench-comparator clean helm mutants
 
 # Pinned chart tarballs (<chart>-<version>.tgz) to expand offline, e.g. an air-gapped mirror:
 # `make render CHARTS_DIR=/srv/charts`. By default the pinned copies beside this checkout
@@ -106,6 +106,10 @@ mutants: $(BIN)/.mutmut
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench.render_scale
+
+# The payload comparator under load on loopback (two minutes): bench/comparator_load.py.
+bench-comparator: .venv-comparator/.installed
+	.venv-comparator/bin/python -m bench.comparator_load
 
 clean:
 	rm -rf build mutants .mypy_cache .ruff_cache .pytest_cache
