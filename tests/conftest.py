@@ -229,6 +229,8 @@ def full_config() -> dict[str, Any]:
             "gpu": {"mode": "vgpu", "memoryMib": 40960},
             "maxModelLen": 8192,
             "versions": [{"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 100}],
+            # Scales on vLLM's queue: the adapter serves requests_waiting (KEDA: a trigger).
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 8},
         },
         {
             "name": "embed",
@@ -252,7 +254,13 @@ def keda_config() -> dict[str, Any]:
     models = {model["name"]: model for model in config["inference-platform:models"]}
     models["iris"]["autoscaling"] = {"minReplicas": 0, "maxReplicas": 3, "requestsPerSecond": 5}
     models["embed"]["autoscaling"] = {"minReplicas": 0, "maxReplicas": 2, "wake": "respond", "idleAfter": "30m"}
-    models["llama"]["autoscaling"] = {"minReplicas": 0, "maxReplicas": 2, "wake": "respond", "requestsPerSecond": 1}
+    models["llama"]["autoscaling"] = {
+        "minReplicas": 0,
+        "maxReplicas": 2,
+        "wake": "respond",
+        "requestsPerSecond": 1,
+        "queueDepth": 8,
+    }
     models["resnet"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 3, "gpuUtilization": 60}
     return config
 

@@ -10,6 +10,7 @@ AverageValue is), one element always, 0 rather than nothing when no pod reports.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,10 @@ GPU_USAGE = "container_gpu_usage"
 
 REQUESTS_PER_SECOND = "requests_per_second"
 """Per pod: requests the pod's sidecar received per second, over the last minute."""
+
+REQUESTS_WAITING = "requests_waiting"
+"""Per pod: requests queued in the engine, not yet running (an LLM engine's own gauge, e.g. vLLM's
+vllm:num_requests_waiting). A saturated engine shows 100 % GPU while this grows."""
 
 # DCGM's per-device gauge in percent. dcgm-exporter labels it with the pod that owns the GPU.
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -57,8 +62,23 @@ def requests_per_second_rule() -> dict[str, Any]:
     }
 
 
-def adapter_rules(gpu_source: str) -> list[dict[str, Any]]:
-    return [gpu_usage_rule(gpu_source), requests_per_second_rule()]
+def requests_waiting_rule(series: str) -> dict[str, Any]:
+    """requests_waiting from a runtime's queue gauge, as the engine reports it."""
+    return {
+        "seriesQuery": f'{{__name__="{series}",namespace!="",pod!=""}}',
+        "resources": {"overrides": POD_RESOURCES},
+        "name": {"matches": f"^{re.escape(series)}$", "as": REQUESTS_WAITING},
+        "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
+    }
+
+
+def adapter_rules(gpu_source: str, queue_series: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The adapter's rules; requests_waiting only where some model scales on a queue (one runtime's
+    gauge: the adapter serves a metric name from one rule)."""
+    rules = [gpu_usage_rule(gpu_source), requests_per_second_rule()]
+    if len(queue_series) > 1:
+        raise ValueError(f"one queue gauge per platform, not {sorted(queue_series)}")
+    return rules + [requests_waiting_rule(series) for series in queue_series]
 
 
 def pods(namespace: str, labels: Mapping[str, str]) -> str:
@@ -78,6 +98,12 @@ def pods_requests_per_second(namespace: str, labels: Mapping[str, str]) -> str:
     """requests_per_second of every pod with these labels, summed."""
     series = f'rate({ISTIO_REQUESTS}{{namespace="{namespace}",pod!="",reporter="destination"}}[{RATE_WINDOW}])'
     return f"sum({series} and on(namespace, pod) {pods(namespace, labels)}) or vector(0)"
+
+
+def pods_requests_waiting(series: str, namespace: str, labels: Mapping[str, str]) -> str:
+    """The engine queue of every pod with these labels, summed."""
+    queued = f'{{__name__="{series}",namespace="{namespace}",pod!=""}}'
+    return f"sum({queued} and on(namespace, pod) {pods(namespace, labels)}) or vector(0)"
 
 
 def live_requests_per_second(namespace: str, app: str, live: Sequence[str]) -> str:

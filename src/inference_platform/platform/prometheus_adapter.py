@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pulumi
 from pydantic import Field
@@ -34,6 +34,10 @@ class PrometheusAdapterArgs(ConfigModel):
     gpu_source: Literal["dcgm", "hami"] = Field(
         description="Source of container_gpu_usage: DCGM (whole GPUs) or HAMi (per container, under sharing)."
     )
+    queue_series: Annotated[list[str], Field(max_length=1)] = Field(
+        default_factory=list,
+        description="The queue gauge requests_waiting is read from (a runtime's), when some model scales on it.",
+    )
 
 
 def adapter_values(args: PrometheusAdapterArgs) -> dict[str, Any]:
@@ -42,7 +46,7 @@ def adapter_values(args: PrometheusAdapterArgs) -> dict[str, Any]:
         "prometheus": {"url": args.prometheus_url, "port": args.prometheus_port},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
         # Only the platform's rules: the chart's defaults would publish dozens of other metrics.
-        "rules": {"default": False, "custom": custom_metrics.adapter_rules(source)},
+        "rules": {"default": False, "custom": custom_metrics.adapter_rules(source, args.queue_series)},
     }
 
 
@@ -51,5 +55,6 @@ class PrometheusAdapter(pulumi.ComponentResource):
         super().__init__("inference-platform:platform:PrometheusAdapter", name, None, opts)
         values = merge_values(adapter_values(args), args.config.values)
         chart(RELEASE, pins.PROMETHEUS_ADAPTER, args.namespace, values, pulumi.ResourceOptions(parent=self))
-        self.metrics = pulumi.Output.from_input([custom_metrics.GPU_USAGE, custom_metrics.REQUESTS_PER_SECOND])
+        served = [custom_metrics.GPU_USAGE, custom_metrics.REQUESTS_PER_SECOND]
+        self.metrics = pulumi.Output.from_input(served + [custom_metrics.REQUESTS_WAITING] * bool(args.queue_series))
         self.register_outputs({"metrics": self.metrics})

@@ -200,6 +200,8 @@ class AutoscalingSpec(TypedDict):
     """Target average GPU utilisation per pod, in percent (container_gpu_usage)."""
     requests_per_second: NotRequired[float]
     """Target requests per second per pod (requests_per_second)."""
+    queue_depth: NotRequired[int]
+    """Target requests waiting in the engine's queue per pod (requests_waiting): for LLM engines, whose GPU shows 100 % while the queue grows. Runtimes that export a queue gauge only."""
     scale_down_stabilization_seconds: NotRequired[int]
     """How long load must stay low before replicas are removed. Default: 300."""
     idle_after: NotRequired[str]

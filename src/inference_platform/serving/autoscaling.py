@@ -1,6 +1,6 @@
-"""Horizontal autoscaling of a version's Deployment on CPU, memory, GPU utilisation and QPS: the
-spec a model writes, and the HorizontalPodAutoscaler that serves it where the platform scales
-with HPAs (with KEDA, a ScaledObject: scaled_object.py)."""
+"""Horizontal autoscaling of a version's Deployment on CPU, memory, GPU utilisation, QPS and the
+engine's queue: the spec a model writes, and the HorizontalPodAutoscaler that serves it where the
+platform scales with HPAs (with KEDA, a ScaledObject: scaled_object.py)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,11 @@ class AutoscalingSpec(ConfigModel):
     )
     requests_per_second: Annotated[float, Field(ge=0.001, le=1_000_000)] | None = Field(
         default=None, description="Target requests per second per pod (requests_per_second)."
+    )
+    queue_depth: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        default=None,
+        description="Target requests waiting in the engine's queue per pod (requests_waiting): for LLM "
+        "engines, whose GPU shows 100 % while the queue grows. Runtimes that export a queue gauge only.",
     )
     scale_down_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] = Field(
         default=300, description="How long load must stay low before replicas are removed."
@@ -118,7 +123,7 @@ class AutoscalingSpec(ConfigModel):
 
     @property
     def uses_custom_metrics(self) -> bool:
-        return self.gpu_utilization is not None or self.requests_per_second is not None
+        return any(target is not None for target in (self.gpu_utilization, self.requests_per_second, self.queue_depth))
 
     def metrics(self) -> list[dict[str, Any]]:
         metrics: list[dict[str, Any]] = []
@@ -139,6 +144,7 @@ class AutoscalingSpec(ConfigModel):
                 custom_metrics.REQUESTS_PER_SECOND,
                 None if self.requests_per_second is None else _decimal(self.requests_per_second),
             ),
+            (custom_metrics.REQUESTS_WAITING, None if self.queue_depth is None else Decimal(self.queue_depth)),
         ):
             if value is not None:
                 metrics.append(

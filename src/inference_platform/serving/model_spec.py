@@ -159,9 +159,11 @@ class ModelSpecBase(ConfigModel):
     SERVER_PORTS: ClassVar[dict[str, int]]
     """The model server's container ports by name: http (what routes reach), grpc, http-metrics."""
     INFERENCE_PATH: ClassVar[str]
+    """The HTTP path one inference request is POSTed to, `{name}` standing for the model's name."""
     PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol]
     """How the payload comparator reads the server's answers."""
-    """The HTTP path one inference request is POSTed to, `{name}` standing for the model's name."""
+    QUEUE_METRIC: ClassVar[str | None] = None
+    """The server's gauge of requests waiting in its queue, as it exports it: what autoscaling.queueDepth reads."""
 
     name: DNS1035Label = Field(description="Served at <name>.<domain>; also the Kubernetes name prefix.")
     runtime: str
@@ -257,6 +259,14 @@ class ModelSpecBase(ConfigModel):
                     "autoscaling.gpuUtilization",
                     "a shared GPU is not assigned to the pod, so no exporter reports its use: "
                     "use gpu mode exclusive or vgpu, or scale on requestsPerSecond",
+                )
+            )
+        if self.autoscaling.queue_depth is not None and self.QUEUE_METRIC is None:
+            problems.append(
+                (
+                    "autoscaling.queueDepth",
+                    f"{self.runtime} exports no gauge of waiting requests: scale on requestsPerSecond, "
+                    "gpuUtilization or CPU",
                 )
             )
         if "autoscaling" in self.model_fields_set:

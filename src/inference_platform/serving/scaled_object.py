@@ -38,20 +38,27 @@ def _resource_trigger(resource: str, utilization: int) -> dict[str, Any]:
 
 
 def target_triggers(
-    spec: AutoscalingSpec, keda: KedaRef, namespace: str, pods: Mapping[str, str]
+    spec: AutoscalingSpec, keda: KedaRef, namespace: str, pods: Mapping[str, str], queue_series: str | None = None
 ) -> list[dict[str, Any]]:
     """The targets as triggers for the pods with the labels `pods` (a version's, a router's): cpu and
-    memory utilisation, GPU use and requests per second per pod."""
+    memory utilisation, GPU use, requests per second and (from the runtime's gauge `queue_series`)
+    requests waiting per pod."""
     triggers = [
         _resource_trigger(resource, target)
         for resource, target in (("cpu", spec.cpu_utilization), ("memory", spec.memory_utilization))
         if target is not None
     ]
     source = custom_metrics.HAMI_GPU_UTIL if keda.gpu_source == "hami" else custom_metrics.DCGM_GPU_UTIL
-    measured = (
+    measured: list[tuple[str, float | None, int, str]] = [
         ("gpu-utilization", spec.gpu_utilization, 100, custom_metrics.pods_gpu_usage(source, namespace, pods)),
         ("requests-per-second", spec.requests_per_second, 1, custom_metrics.pods_requests_per_second(namespace, pods)),
-    )
+    ]
+    if spec.queue_depth is not None:
+        if queue_series is None:
+            raise ValueError("queueDepth needs the runtime's queue gauge")  # the model's config refuses it first
+        measured.append(
+            ("queue-depth", spec.queue_depth, 1, custom_metrics.pods_requests_waiting(queue_series, namespace, pods))
+        )
     for name, target, per, query in measured:
         if target is not None:
             threshold = _number(Decimal(repr(target)) / per)

@@ -249,6 +249,11 @@ class StackConfig(ConfigModel):
         )
 
     @property
+    def queue_series(self) -> list[str]:
+        """The runtimes' queue gauges the models that scale on queueDepth read."""
+        return sorted({m.QUEUE_METRIC for m in self.models if m.autoscaling.queue_depth is not None and m.QUEUE_METRIC})
+
+    @property
     def installs_metrics_server(self) -> bool:
         needed = any(model.autoscaling.uses_resource_metrics for model in self.models)
         return self.platform.metrics_server.installed(needed)

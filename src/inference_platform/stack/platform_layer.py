@@ -67,6 +67,7 @@ def deploy_platform(config: StackConfig, parent: pulumi.Resource | None = None) 
                     prometheus_url=platform.prometheus.url,
                     prometheus_port=SERVER_PORT,
                     gpu_source=platform.gpu_metrics or "dcgm",
+                    queue_series=config.queue_series,
                 ),
                 opts=pulumi.ResourceOptions(parent=parent, depends_on=[prometheus]),
             )

@@ -66,7 +66,7 @@ def autoscaler(args: InferenceServiceArgs, version: ModelVersion, pod: dict[str,
     spec, metadata = args.model.autoscaling, object_metadata(args, version_name(args, version), version)
     if args.keda is None:
         return horizontal_pod_autoscaler(metadata, spec)
-    triggers = target_triggers(spec, args.keda, args.namespace, selector_labels(args, version))
+    triggers = target_triggers(spec, args.keda, args.namespace, selector_labels(args, version), args.model.QUEUE_METRIC)
     if spec.scales_to_zero and version.is_live:
         triggers.append(interceptor_trigger(args.keda, metadata["name"]))
     elif spec.scales_to_zero:

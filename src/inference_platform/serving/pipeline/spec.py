@@ -156,6 +156,10 @@ class PipelineSpec(ConfigModel):
             )
         if self.autoscaling.gpu_utilization is not None:
             problems.append(("autoscaling.gpuUtilization", "a router has no GPU: scale on requestsPerSecond or CPU"))
+        if self.autoscaling.queue_depth is not None:
+            problems.append(
+                ("autoscaling.queueDepth", "a router has no engine queue: scale on requestsPerSecond or CPU")
+            )
         if self.autoscaling.scales_to_zero:
             problems.append(("autoscaling.minReplicas", "a pipeline's router does not sleep: set 1 or more"))
         if "autoscaling" in self.model_fields_set and "replicas" in self.model_fields_set:

@@ -49,6 +49,8 @@ class VLLMModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": PORT}
     INFERENCE_PATH: ClassVar[str] = "/v1/completions"  # OpenAI completions API
     PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "openai"
+    # vLLM's gauge of requests waiting for the scheduler (vllm/v1/metrics/loggers.py).
+    QUEUE_METRIC: ClassVar[str | None] = "vllm:num_requests_waiting"
 
     runtime: Literal["vllm"]
     tensor_parallel_size: Annotated[int, Field(ge=1, le=16)] = Field(

@@ -1,0 +1,159 @@
+"""Autoscaling on the engine's queue (autoscaling.queueDepth): vLLM's own gauge of waiting
+requests, read through prometheus-adapter (HPAs) or a KEDA trigger (ScaledObjects), each query
+evaluated by promtool on series named as vLLM exports them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from inference_platform.config.errors import ConfigError, problems_from_validation
+from inference_platform.platform import custom_metrics
+from inference_platform.platform.prometheus_adapter import (
+    PrometheusAdapterArgs,
+    PrometheusAdapterConfig,
+    adapter_values,
+)
+from inference_platform.serving.pipeline import PipelineSpec
+from inference_platform.serving.runtimes.vllm import VLLMModel
+from inference_platform.stack.config import UNIONS, parse_stack_config, project_values
+from tests.conftest import ROOT, base_config
+from tests.platform.test_adapter_queries import expand, promtool_test
+from tests.serving.test_scale_to_zero import keda, render
+
+WAITING = "vllm:num_requests_waiting"
+VLLM_LOGGERS = ROOT / ".venv-vllm" / "lib" / "python3.11" / "site-packages" / "vllm" / "v1" / "metrics" / "loggers.py"
+SCALING = {"minReplicas": 1, "maxReplicas": 6, "queueDepth": 4}
+
+
+def llama(**settings: Any) -> dict[str, Any]:
+    return {
+        "name": "llama",
+        "runtime": "vllm",
+        "gpu": "exclusive",
+        "versions": [
+            {"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 100},
+            {"name": "v2", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "mirrorPercent": 10},
+        ],
+        "autoscaling": SCALING,
+        **settings,
+    }
+
+
+def test_the_gauge_is_the_one_vllm_declares() -> None:
+    """The name as vLLM's own metrics logger registers it, read from the pinned wheel in .venv-vllm."""
+    assert VLLM_LOGGERS.exists(), "vLLM's source comes from .venv-vllm: run `make test`, which builds it"
+    source = VLLM_LOGGERS.read_text()
+    assert re.search(r'_gauge_cls\(\s*name="vllm:num_requests_waiting",', source)
+    assert VLLMModel.QUEUE_METRIC == WAITING
+
+
+def test_an_hpa_targets_waiting_requests_per_pod() -> None:
+    hpa = render(llama())["HorizontalPodAutoscaler", "llama-v1"]
+    assert hpa["spec"]["metrics"] == [
+        {
+            "type": "Pods",
+            "pods": {"metric": {"name": "requests_waiting"}, "target": {"type": "AverageValue", "averageValue": "4"}},
+        }
+    ]
+
+
+def adapter_rules(queue_series: list[str]) -> list[dict[str, Any]]:
+    args = PrometheusAdapterArgs(
+        config=PrometheusAdapterConfig(),
+        namespace="monitoring",
+        prometheus_url="http://prometheus-server.monitoring.svc",
+        prometheus_port=80,
+        gpu_source="dcgm",
+        queue_series=queue_series,
+    )
+    rules: list[dict[str, Any]] = adapter_values(args)["rules"]["custom"]
+    return rules
+
+
+def engine_queue(pod: str, waiting: int, namespace: str = "service") -> dict[str, str]:
+    """vLLM's gauge as Prometheus scrapes it from a pod: its own labels, then the pod's."""
+    labels = f'engine="0",model_name="llama",namespace="{namespace}",pod="{pod}",app="llama",version="{pod[6:8]}"'
+    return {"series": f"{WAITING}{{{labels}}}", "values": f"{waiting}x20"}
+
+
+def test_the_adapter_reads_the_gauge_per_pod_only_where_a_model_scales_on_it(tmp_path: Path) -> None:
+    assert [r["name"]["as"] for r in adapter_rules([])] == ["container_gpu_usage", "requests_per_second"]
+    (rule,) = [r for r in adapter_rules([WAITING]) if r["name"]["as"] == custom_metrics.REQUESTS_WAITING]
+    promtool_test(
+        tmp_path,
+        [engine_queue("llama-v1-a", 3), engine_queue("llama-v1-b", 9), engine_queue("llama-v1-c", 5, "other")],
+        [
+            {
+                "expr": expand(rule, "service", ["llama-v1-a", "llama-v1-b"]),
+                "exp_samples": [
+                    {"labels": '{pod="llama-v1-a"}', "value": 3},
+                    {"labels": '{pod="llama-v1-b"}', "value": 9},
+                ],
+            },
+            # What the adapter lists before it serves the metric: every pod's series, in a namespace.
+            {
+                "expr": f"count({rule['seriesQuery']})",
+                "exp_samples": [{"labels": "{}", "value": 3}],
+            },
+        ],
+    )
+
+
+def test_a_keda_trigger_sums_the_versions_own_pods_queues(tmp_path: Path) -> None:
+    scaled = render(llama(autoscaling=SCALING | {"minReplicas": 1}), keda=keda(add_on=False))[
+        "ScaledObject", "llama-v1"
+    ]
+    (trigger,) = [t for t in scaled["spec"]["triggers"] if t["name"] == "queue-depth"]
+    assert (trigger["type"], trigger["metadata"]["threshold"]) == ("prometheus", "4")
+
+    def up(pod: str, version: str) -> dict[str, str]:
+        labels = f'job="kubernetes-pods",namespace="service",pod="{pod}",app="llama",version="{version}"'
+        return {"series": f"up{{{labels}}}", "values": "1x20"}
+
+    series = [engine_queue("llama-v1-a", 3), engine_queue("llama-v1-b", 9), engine_queue("llama-v2-a", 40)]
+    series += [up("llama-v1-a", "v1"), up("llama-v1-b", "v1"), up("llama-v2-a", "v2")]
+    promtool_test(
+        tmp_path, series, [{"expr": trigger["metadata"]["query"], "exp_samples": [{"labels": "{}", "value": 12}]}]
+    )
+    promtool_test(tmp_path, [], [{"expr": trigger["metadata"]["query"], "exp_samples": [{"labels": "{}", "value": 0}]}])
+
+
+def problems(error: ValidationError) -> list[tuple[str, str]]:
+    return [(p.path, p.message) for p in problems_from_validation(error, UNIONS)]
+
+
+def test_a_runtime_without_a_queue_gauge_is_refused() -> None:
+    config = base_config()
+    config["inference-platform:models"][0]["autoscaling"] = {"maxReplicas": 3, "queueDepth": 2}
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config(project_values(config))
+    assert (
+        "models[0].autoscaling.queueDepth",
+        f"{config['inference-platform:models'][0]['runtime']} exports no gauge of waiting requests: scale on "
+        "requestsPerSecond, gpuUtilization or CPU",
+    ) in [(p.path, p.message) for p in raised.value.problems]
+
+
+def test_a_routers_queue_is_refused() -> None:
+    pipeline = {
+        "name": "chain",
+        "nodes": {"root": {"routerType": "Sequence", "steps": [{"model": "llama"}]}},
+        "autoscaling": {"maxReplicas": 3, "queueDepth": 2},
+    }
+    with pytest.raises(ValidationError) as raised:
+        PipelineSpec.model_validate(pipeline)
+    assert ("autoscaling.queueDepth", "a router has no engine queue: scale on requestsPerSecond or CPU") in problems(
+        raised.value
+    )
+
+
+def test_the_stack_gives_the_adapter_the_gauge_its_models_scale_on() -> None:
+    config = base_config()
+    assert parse_stack_config(project_values(config)).queue_series == []
+    config["inference-platform:models"].append(llama())
+    assert parse_stack_config(project_values(config)).queue_series == [WAITING]
