@@ -20,6 +20,7 @@ from pydantic import Field
 
 from inference_platform.config.base import ConfigModel, DNS1123Label
 from inference_platform.serving.access import Workload, egress_policy, principal
+from inference_platform.serving.envoy_filter import HTTP_CONNECTION_MANAGER, inbound_http_filter
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion
 
 COMPARATOR = "inference-comparator"
@@ -98,32 +99,9 @@ def capture_filter(
     """An EnvoyFilter putting the ext_proc filter on the inbound HTTP chain of the pods `selector`
     picks, on their HTTP port, just before the router: after Istio's own authentication,
     authorisation and the rate limit, so it sees what the model answered."""
-    return {
-        "apiVersion": "networking.istio.io/v1alpha3",
-        "kind": "EnvoyFilter",
-        "metadata": metadata,
-        "spec": {
-            "workloadSelector": {"labels": selector},
-            "configPatches": [
-                {
-                    "applyTo": "HTTP_FILTER",
-                    "match": {
-                        "context": "SIDECAR_INBOUND",
-                        "listener": {
-                            "portNumber": port,
-                            "filterChain": {
-                                "filter": {
-                                    "name": "envoy.filters.network.http_connection_manager",
-                                    "subFilter": {"name": "envoy.filters.http.router"},
-                                }
-                            },
-                        },
-                    },
-                    "patch": {"operation": "INSERT_BEFORE", "value": {"name": EXT_PROC, "typed_config": filter_config}},
-                }
-            ],
-        },
-    }
+    before_router = {"name": HTTP_CONNECTION_MANAGER, "subFilter": {"name": "envoy.filters.http.router"}}
+    listener = {"portNumber": port, "filterChain": {"filter": before_router}}
+    return inbound_http_filter(metadata, selector, listener, {"name": EXT_PROC, "typed_config": filter_config})
 
 
 def capture_egress_policy(

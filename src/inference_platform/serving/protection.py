@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, model_validator
 
 from inference_platform.config.base import ConfigModel, Duration, config_problems
+from inference_platform.serving.envoy_filter import HTTP_CONNECTION_MANAGER, inbound_http_filter
 
 # Envoy's local rate limit, configured through Istio's untyped wrapper.
 LOCAL_RATE_LIMIT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit"
@@ -128,36 +129,12 @@ def rate_limit_filter(name: str, namespace: str, selector: dict[str, str], limit
             {"append_action": "OVERWRITE_IF_EXISTS_OR_ADD", "header": {"key": "x-local-rate-limit", "value": "true"}}
         ],
     }
-    return {
-        "apiVersion": "networking.istio.io/v1alpha3",
-        "kind": "EnvoyFilter",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "workloadSelector": {"labels": selector},
-            "configPatches": [
-                {
-                    "applyTo": "HTTP_FILTER",
-                    "match": {
-                        "context": "SIDECAR_INBOUND",
-                        "listener": {
-                            "filterChain": {"filter": {"name": "envoy.filters.network.http_connection_manager"}}
-                        },
-                    },
-                    "patch": {
-                        "operation": "INSERT_BEFORE",
-                        "value": {
-                            "name": "envoy.filters.http.local_ratelimit",
-                            "typed_config": {
-                                "@type": TYPED_STRUCT,
-                                "type_url": LOCAL_RATE_LIMIT_TYPE,
-                                "value": rate_limit,
-                            },
-                        },
-                    },
-                }
-            ],
-        },
+    listener = {"filterChain": {"filter": {"name": HTTP_CONNECTION_MANAGER}}}
+    http_filter = {
+        "name": "envoy.filters.http.local_ratelimit",
+        "typed_config": {"@type": TYPED_STRUCT, "type_url": LOCAL_RATE_LIMIT_TYPE, "value": rate_limit},
     }
+    return inbound_http_filter({"name": name, "namespace": namespace}, selector, listener, http_filter)
 
 
 def _operations(host: str, shared_host: str, path_prefix: str) -> list[dict[str, Any]]:
