@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 from prometheus_client import CollectorRegistry
@@ -75,22 +75,18 @@ class PrometheusSink:
         with self._lock:
             pairs, unpaired, dropped = dict(self._pairs), dict(self._unpaired), dict(self._dropped)
             buckets, total = list(self._buckets), self._sum
-        pairs_family = CounterMetricFamily(
+        yield _counters(
             PAIRS,
             "Shadow exchanges compared with their primary's, by shadow version and result.",
-            labels=["namespace", "model", "version", "result"],
+            ["namespace", "model", "version", "result"],
+            pairs.items(),
         )
-        for labels, value in sorted(pairs.items()):
-            pairs_family.add_metric(list(labels), value)
-        yield pairs_family
-        unpaired_family = CounterMetricFamily(
+        yield _counters(
             UNPAIRED,
             "Exchanges whose twin did not arrive within the window: side arrived, shadow version's half did not.",
-            labels=["namespace", "model", "version", "side"],
+            ["namespace", "model", "version", "side"],
+            unpaired.items(),
         )
-        for labels, value in sorted(unpaired.items()):
-            unpaired_family.add_metric(list(labels), value)
-        yield unpaired_family
         cumulative: list[tuple[str, float]] = []
         running = 0
         for bound, count in zip((*BUCKETS, math.inf), buckets, strict=True):
@@ -101,7 +97,16 @@ class PrometheusSink:
         )
         histogram.add_metric([], cumulative, sum_value=total)
         yield histogram
-        dropped_family = CounterMetricFamily(DROPPED, "Exchanges not compared, by reason.", labels=["reason"])
-        for reason, value in sorted(dropped.items()):
-            dropped_family.add_metric([reason], value)
-        yield dropped_family
+        yield _counters(
+            DROPPED, "Exchanges not compared, by reason.", ["reason"], (((r,), v) for r, v in dropped.items())
+        )
+
+
+def _counters(
+    name: str, documentation: str, labels: list[str], values: Iterable[tuple[tuple[str, ...], int]]
+) -> Metric:
+    """One counter family, a sample per label values, in a stable order."""
+    family = CounterMetricFamily(name, documentation, labels=labels)
+    for label_values, value in sorted(values):
+        family.add_metric(list(label_values), value)
+    return family
