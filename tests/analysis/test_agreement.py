@@ -10,11 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.analysis.test_comparison import alerts_of, rule_files
+from tests.analysis.test_comparison import alerts_of, rule_files, run_promtool
 from tests.conftest import base_config
-from tests.platform.prometheus_harness import PROMTOOL
 
 pytestmark = pytest.mark.slow
 
@@ -45,29 +43,14 @@ def pairs(agree: int, disagree: int) -> list[dict[str, str]]:
     return series
 
 
+def as_written(rule: dict[str, Any]) -> dict[str, Any]:
+    """A payload alert fires with its rule's labels, which name the shadow, and its annotations."""
+    return {"exp_labels": rule["labels"], "exp_annotations": rule["annotations"]}
+
+
 def fires(tmp_path: Path, series: list[dict[str, str]], firing: set[str]) -> subprocess.CompletedProcess[str]:
-    recording, alerting = rule_files(config(), tmp_path)
-    rules = {name: rule for (name, version), rule in alerts_of(alerting).items() if version == "v3"}
-    assert set(PAYLOAD_ALERTS) <= set(rules)
-    tests = [
-        {
-            "eval_time": EVAL,
-            "alertname": name,
-            "exp_alerts": [{"exp_labels": rules[name]["labels"], "exp_annotations": rules[name]["annotations"]}]
-            if name in firing
-            else [],
-        }
-        for name in PAYLOAD_ALERTS
-    ]
-    document = {
-        "rule_files": [str(recording), str(alerting)],
-        "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": tests}],
-    }
-    (tmp_path / "test.yml").write_text(yaml.safe_dump(document, sort_keys=False))
-    return subprocess.run(
-        [PROMTOOL, "test", "rules", str(tmp_path / "test.yml")], capture_output=True, text=True, check=False
-    )
+    """promtool expecting exactly `firing` of iris v3's alerts, every other alert of the stack silent."""
+    return run_promtool(tmp_path, series, {(name, "v3") for name in firing}, config(), expect=as_written)
 
 
 def assert_fires(tmp_path: Path, series: list[dict[str, str]], firing: set[str]) -> None:
@@ -114,5 +97,8 @@ def test_shadow_answers_that_never_pair_break_the_join(tmp_path: Path) -> None:
 
 
 def test_only_models_that_compare_payloads_get_the_alerts(tmp_path: Path) -> None:
+    _, alerting = rule_files(config(), tmp_path)
+    # What every test above judges, silent or firing, exists for the shadow of the model that compares.
+    assert {(name, "v3") for name in PAYLOAD_ALERTS} <= set(alerts_of(alerting))
     _, alerting = rule_files(base_config(), tmp_path)
     assert not {name for name, _ in alerts_of(alerting)} & set(PAYLOAD_ALERTS)
