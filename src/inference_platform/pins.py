@@ -16,6 +16,8 @@ TORCHSERVE_GPU_IMAGE = "docker.io/pytorch/torchserve:0.12.0-gpu"
 # 26.07 ships Triton 2.71, the newest release confirmed published.
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-py3"
 VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.33.0"
+# v0.5.23 is a CUDA 13 build (CUDA 12 builds end at v0.5.19-cu129): nodes need a CUDA 13 driver.
+SGLANG_IMAGE = "docker.io/lmsysorg/sglang:v0.5.23"
 
 # Downloads model files from s3://, gs://, http(s):// and hf:// before the server starts.
 STORAGE_INITIALIZER_IMAGE = "docker.io/kserve/storage-initializer:v0.20.0"

@@ -1,6 +1,6 @@
-"""Autoscaling on the engine's queue (autoscaling.queueDepth): vLLM's own gauge of waiting
-requests, read through prometheus-adapter (HPAs) or a KEDA trigger (ScaledObjects), each query
-evaluated by promtool on series named as vLLM exports them."""
+"""Autoscaling on the engine's queue (autoscaling.queueDepth): vLLM's and SGLang's own gauges of
+waiting requests, read through prometheus-adapter (HPAs) or a KEDA trigger (ScaledObjects), each query
+evaluated by promtool on series named as the engines export them."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from inference_platform.platform.prometheus_adapter import (
     adapter_values,
 )
 from inference_platform.serving.pipeline import PipelineSpec
+from inference_platform.serving.runtimes.sglang import SGLangModel
 from inference_platform.serving.runtimes.vllm import VLLMModel
 from inference_platform.stack.config import UNIONS, parse_stack_config, project_values
 from tests.conftest import ROOT, base_config
@@ -26,7 +27,11 @@ from tests.platform.test_adapter_queries import expand, promtool_test
 from tests.serving.test_scale_to_zero import keda, render
 
 WAITING = "vllm:num_requests_waiting"
+SGLANG_QUEUE = "sglang:num_queue_reqs"
 VLLM_LOGGERS = ROOT / ".venv-vllm" / "lib" / "python3.11" / "site-packages" / "vllm" / "v1" / "metrics" / "loggers.py"
+SGLANG_METRICS = (
+    ROOT / ".venv-sglang" / "lib" / "python3.11" / "site-packages" / "sglang" / "srt" / "observability"
+) / "metrics_collector.py"
 SCALING = {"minReplicas": 1, "maxReplicas": 6, "queueDepth": 4}
 
 
@@ -50,6 +55,14 @@ def test_the_gauge_is_the_one_vllm_declares() -> None:
     source = VLLM_LOGGERS.read_text()
     assert re.search(r'_gauge_cls\(\s*name="vllm:num_requests_waiting",', source)
     assert VLLMModel.QUEUE_METRIC == WAITING
+
+
+def test_sglangs_gauge_is_the_one_sglang_declares() -> None:
+    """The scheduler's queue gauge as SGLang's metrics collector registers it (the pinned wheel in .venv-sglang)."""
+    assert SGLANG_METRICS.exists(), "SGLang's source comes from .venv-sglang: run `make test`, which builds it"
+    source = SGLANG_METRICS.read_text()
+    assert re.search(r'self\.num_queue_reqs = Gauge\(\s*name="sglang:num_queue_reqs",', source)
+    assert SGLangModel.QUEUE_METRIC == SGLANG_QUEUE
 
 
 def test_an_hpa_targets_waiting_requests_per_pod() -> None:
@@ -81,6 +94,12 @@ def engine_queue(pod: str, waiting: int, namespace: str = "service") -> dict[str
     return {"series": f"{WAITING}{{{labels}}}", "values": f"{waiting}x20"}
 
 
+def sglang_queue(pod: str, waiting: int, namespace: str = "service") -> dict[str, str]:
+    """SGLang's gauge as Prometheus scrapes it: its own labels (model_name, tp_rank...), then the pod's."""
+    labels = f'model_name="qwen",tp_rank="0",pp_rank="0",namespace="{namespace}",pod="{pod}",app="qwen"'
+    return {"series": f"{SGLANG_QUEUE}{{{labels}}}", "values": f"{waiting}x20"}
+
+
 def test_the_adapter_reads_the_gauge_per_pod_only_where_a_model_scales_on_it(tmp_path: Path) -> None:
     assert [r["name"]["as"] for r in adapter_rules([])] == ["container_gpu_usage", "requests_per_second"]
     (rule,) = [r for r in adapter_rules([WAITING]) if r["name"]["as"] == custom_metrics.REQUESTS_WAITING]
@@ -101,6 +120,58 @@ def test_the_adapter_reads_the_gauge_per_pod_only_where_a_model_scales_on_it(tmp
                 "exp_samples": [{"labels": "{}", "value": 3}],
             },
         ],
+    )
+
+
+def test_one_rule_reads_both_engines_gauges_each_pod_its_own(tmp_path: Path) -> None:
+    """vLLM and SGLang models scaling on their queues in one stack: the adapter serves
+    requests_waiting from one rule, whichever engine a pod runs."""
+    (rule,) = [r for r in adapter_rules([SGLANG_QUEUE, WAITING]) if r["name"]["as"] == custom_metrics.REQUESTS_WAITING]
+    for named_after in (WAITING, SGLANG_QUEUE):
+        # The adapter fills <<.Series>> with the series it named the metric after: the query must not depend on it.
+        assert re.fullmatch(rule["name"]["matches"], named_after)
+    series = [engine_queue("llama-v1-a", 3), sglang_queue("qwen-v1-a", 7), sglang_queue("qwen-v1-b", 2, "other")]
+    promtool_test(
+        tmp_path,
+        series,
+        [
+            {
+                "expr": expand(rule, "service", ["llama-v1-a", "qwen-v1-a"]),
+                "exp_samples": [
+                    {"labels": '{pod="llama-v1-a"}', "value": 3},
+                    {"labels": '{pod="qwen-v1-a"}', "value": 7},
+                ],
+            },
+            {"expr": f"count({rule['seriesQuery']})", "exp_samples": [{"labels": "{}", "value": 3}]},
+        ],
+    )
+
+
+def qwen(**settings: Any) -> dict[str, Any]:
+    return {
+        "name": "qwen",
+        "runtime": "sglang",
+        "gpu": "exclusive",
+        "versions": [{"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 100}],
+        "autoscaling": SCALING,
+        **settings,
+    }
+
+
+def test_a_keda_trigger_reads_sglangs_queue(tmp_path: Path) -> None:
+    scaled = render(qwen(), keda=keda(add_on=False))["ScaledObject", "qwen-v1"]
+    (trigger,) = [t for t in scaled["spec"]["triggers"] if t["name"] == "queue-depth"]
+
+    def up(pod: str) -> dict[str, str]:
+        return {
+            "series": f'up{{job="kubernetes-pods",namespace="service",pod="{pod}",app="qwen",version="v1"}}',
+            "values": "1x20",
+        }
+
+    series = [sglang_queue("qwen-v1-a", 5), sglang_queue("qwen-v1-b", 6), engine_queue("llama-v1-a", 40)]
+    series += [up("qwen-v1-a"), up("qwen-v1-b")]
+    promtool_test(
+        tmp_path, series, [{"expr": trigger["metadata"]["query"], "exp_samples": [{"labels": "{}", "value": 11}]}]
     )
 
 
@@ -157,3 +228,5 @@ def test_the_stack_gives_the_adapter_the_gauge_its_models_scale_on() -> None:
     assert parse_stack_config(project_values(config)).queue_series == []
     config["inference-platform:models"].append(llama())
     assert parse_stack_config(project_values(config)).queue_series == [WAITING]
+    config["inference-platform:models"].append(qwen())
+    assert parse_stack_config(project_values(config)).queue_series == [SGLANG_QUEUE, WAITING]

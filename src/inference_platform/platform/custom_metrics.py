@@ -62,23 +62,26 @@ def requests_per_second_rule() -> dict[str, Any]:
     }
 
 
-def requests_waiting_rule(series: str) -> dict[str, Any]:
-    """requests_waiting from a runtime's queue gauge, as the engine reports it."""
+def requests_waiting_rule(queue_series: Sequence[str]) -> dict[str, Any]:
+    """requests_waiting from the runtimes' queue gauges, as the engines report them.
+
+    One rule over all of them: the adapter serves a metric name from one rule, and each pod reports
+    only its own engine's gauge, so the query sums whichever of them the pod has rather than the
+    one series the adapter happened to name the metric after (<<.Series>>)."""
+    names = "|".join(re.escape(series) for series in sorted(queue_series))
+    selector = f'__name__=~"{names}"'
     return {
-        "seriesQuery": f'{{__name__="{series}",namespace!="",pod!=""}}',
+        "seriesQuery": f'{{{selector},namespace!="",pod!=""}}',
         "resources": {"overrides": POD_RESOURCES},
-        "name": {"matches": f"^{re.escape(series)}$", "as": REQUESTS_WAITING},
-        "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
+        "name": {"matches": f"^({names})$", "as": REQUESTS_WAITING},
+        "metricsQuery": f"sum({{{selector},<<.LabelMatchers>>}}) by (<<.GroupBy>>)",
     }
 
 
 def adapter_rules(gpu_source: str, queue_series: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The adapter's rules; requests_waiting only where some model scales on a queue (one runtime's
-    gauge: the adapter serves a metric name from one rule)."""
+    """The adapter's rules; requests_waiting only where some model scales on a queue."""
     rules = [gpu_usage_rule(gpu_source), requests_per_second_rule()]
-    if len(queue_series) > 1:
-        raise ValueError(f"one queue gauge per platform, not {sorted(queue_series)}")
-    return rules + [requests_waiting_rule(series) for series in queue_series]
+    return rules + ([requests_waiting_rule(queue_series)] if queue_series else [])
 
 
 def pods(namespace: str, labels: Mapping[str, str]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import pulumi
 from pydantic import Field
@@ -34,9 +34,9 @@ class PrometheusAdapterArgs(ConfigModel):
     gpu_source: Literal["dcgm", "hami"] = Field(
         description="Source of container_gpu_usage: DCGM (whole GPUs) or HAMi (per container, under sharing)."
     )
-    queue_series: Annotated[list[str], Field(max_length=1)] = Field(
+    queue_series: list[str] = Field(
         default_factory=list,
-        description="The queue gauge requests_waiting is read from (a runtime's), when some model scales on it.",
+        description="The runtimes' queue gauges requests_waiting is read from, when some model scales on one.",
     )
 
 

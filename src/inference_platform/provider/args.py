@@ -15,6 +15,7 @@ class ModelRuntime(str, Enum):
     Triton = "triton"
     Mlserver = "mlserver"
     Vllm = "vllm"
+    Sglang = "sglang"
 
 
 class GpuMode(str, Enum):
@@ -365,7 +366,7 @@ class InstanceGroup(TypedDict):
 
 
 class Model(TypedDict):
-    """One of: tfserving, torchserve, triton, mlserver, vllm, chosen by `runtime`."""
+    """One of: tfserving, torchserve, triton, mlserver, vllm, sglang, chosen by `runtime`."""
 
     name: str
     """Served at <name>.<domain>; also the Kubernetes name prefix."""
@@ -436,15 +437,15 @@ class Model(TypedDict):
     parallel_workers: NotRequired[int]
     """Inference worker processes (0 runs inference in the server process). Default: 1. Only with runtime mlserver."""
     tensor_parallel_size: NotRequired[int]
-    """GPUs one replica spreads the model over; must match the GPU count. Default: 1. Only with runtime vllm."""
+    """GPUs one replica spreads the model over; must match the GPU count. Default: 1. Only with runtime vllm or sglang."""
     max_model_len: NotRequired[int]
-    """Longest context (prompt and output) in tokens; the model's own when unset. Only with runtime vllm."""
+    """Longest context (prompt and output) in tokens; the model's own when unset. Only with runtime vllm or sglang."""
     dtype: NotRequired[ModelDtype]
-    """Default: \"auto\". Only with runtime vllm."""
+    """Default: \"auto\". Only with runtime vllm or sglang."""
     gpu_memory_utilization: NotRequired[float]
-    """Share of the device the engine takes; derived from a vGPU memory cap when unset. Only with runtime vllm."""
+    """Share of the device the engine takes (weights and KV cache); derived from a vGPU memory cap when unset. Only with runtime vllm or sglang."""
     shm_size: NotRequired[str]
-    """Shared memory for the workers of tensor-parallel inference. Default: \"2Gi\". Only with runtime vllm."""
+    """Shared memory for the workers of tensor-parallel inference. Default: \"2Gi\". Only with runtime vllm or sglang."""
 
 
 class GraphStep(TypedDict):

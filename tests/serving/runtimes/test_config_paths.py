@@ -23,6 +23,7 @@ VALID: dict[str, dict[str, Any]] = {
     "triton": {"runtime": "triton", "format": "onnx", **TENSORS},
     "mlserver": {"runtime": "mlserver"},
     "vllm": {"runtime": "vllm", "gpu": "exclusive"},
+    "sglang": {"runtime": "sglang", "gpu": "exclusive"},
 }
 SUPPLIED_PBTXT = 'name: "m" platform: "onnxruntime_onnx" input [{name: "x" data_type: TYPE_FP32 dims: [4]}] ' + (
     'output [{name: "y" data_type: TYPE_FP32 dims: [2]}]'
@@ -55,9 +56,17 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
     (
         "vllm",
         {"gpu": "shared"},
-        [(f"{MODEL}.gpuMemoryUtilization", "with a shared GPU vLLM would take 90 % of the device")],
+        [(f"{MODEL}.gpuMemoryUtilization", "with a shared GPU vLLM would take most of the device")],
     ),
     ("vllm", {"gpu": "shared", "gpuMemoryUtilization": 0.4}, []),
+    # SGLang shares the LLM engines' rules, named for it.
+    ("sglang", {"gpu": None}, [(f"{MODEL}.gpu", "SGLang serves on GPUs: set gpu to exclusive, vgpu or shared")]),
+    ("sglang", {"gpu": "shared"}, [(f"{MODEL}.gpuMemoryUtilization", "with a shared GPU SGLang would take most")]),
+    (
+        "sglang",
+        {"gpu": {"mode": "exclusive", "count": 4}, "tensorParallelSize": 2},
+        [(f"{MODEL}.tensorParallelSize", "is 2 but each pod gets 4 GPU(s): make them equal")],
+    ),
     (
         "vllm",
         {"tensorParallelSize": 2},

@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from inference_platform.platform.gpu_nodes import GpuNodes
-from inference_platform.serving.runtimes.vllm import CAP_RESERVE_MIB, VLLMModel
+from inference_platform.serving.runtimes.llm_engine import CAP_RESERVE_MIB
+from inference_platform.serving.runtimes.vllm import VLLMModel
 
 VERSIONS = [{"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 100}]
 

@@ -8,17 +8,18 @@ from pydantic import Field
 
 from inference_platform.config.errors import Discriminated
 from inference_platform.serving.runtimes.mlserver import MLServerModel
+from inference_platform.serving.runtimes.sglang import SGLangModel
 from inference_platform.serving.runtimes.tfserving import TFServingModel
 from inference_platform.serving.runtimes.torchserve import TorchServeModel
 from inference_platform.serving.runtimes.triton import TritonModel
 from inference_platform.serving.runtimes.vllm import VLLMModel
 
 ModelSpec = Annotated[
-    TFServingModel | TorchServeModel | TritonModel | MLServerModel | VLLMModel,
+    TFServingModel | TorchServeModel | TritonModel | MLServerModel | VLLMModel | SGLangModel,
     Field(discriminator="runtime"),
 ]
 """One model's spec; the `runtime` key selects the runtime's own settings model."""
 
-RUNTIMES = ("tfserving", "torchserve", "triton", "mlserver", "vllm")
+RUNTIMES = ("tfserving", "torchserve", "triton", "mlserver", "vllm", "sglang")
 RUNTIME_UNION = Discriminated("runtime", RUNTIMES, "runtime", fields=frozenset({"model"}))
 """How config reports name a model's runtime: models[i] and an InferenceService's `model` hold one."""

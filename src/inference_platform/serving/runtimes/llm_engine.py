@@ -1,0 +1,144 @@
+"""What the LLM engines (vLLM, SGLang) share: GPUs are required, tensor parallelism spans a pod's
+GPUs, the engine's share of device memory is sized to a vGPU's memory cap, and the workers of
+tensor-parallel inference talk through shared memory. Each engine's own module maps these settings
+to its flags and names its image, command and probes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from inference_platform.config.base import config_problems
+from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.analysis_spec import PayloadProtocol
+from inference_platform.serving.gpu import VirtualGpu
+from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
+from inference_platform.serving.runtimes.base import SCRATCH_PATH, model_server_container
+from inference_platform.serving.server_plan import ExampleRequest, ServerPlan
+
+MODEL_DIR = "/mnt/models"
+METRICS_PATH = "/metrics"
+SHM_VOLUME = "shm"
+# The images run as root; the engines need no privileges once their caches are writable.
+RUN_AS_USER = 1000
+# Under HAMi, CUDA reports the vGPU's memory cap as the device's total (HAMi-core hooks
+# cuMemGetInfo), so the engine's memory share is a share of the cap. HAMi does not count CUDA
+# context and NCCL buffers against the cap, so keep this much of the cap out of the engine's share.
+CAP_RESERVE_MIB = 2048
+# The share when the cap's size is unknown (a percentage of a GPU of unknown size).
+CAP_SHARE_DEFAULT = 0.85
+MIN_CAP_SHARE = 0.5
+
+DEFAULT_RESOURCES = Resources(
+    requests=ResourceList(cpu="2", memory="16Gi"),
+    limits=ResourceList(cpu="8", memory="32Gi"),
+)
+# Caches (Hugging Face, torch.compile, Triton and FlashInfer kernels) go to the writable scratch volume.
+CACHE_ENV = {"HOME": SCRATCH_PATH, "HF_HOME": f"{SCRATCH_PATH}/hf", "HF_HUB_OFFLINE": "1"}
+
+
+class LLMEngineModel(ModelSpecBase):
+    """An OpenAI-compatible LLM engine serving the model under the model's name."""
+
+    INFERENCE_PATH: ClassVar[str] = "/v1/completions"  # OpenAI completions API
+    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "openai"
+    ENGINE: ClassVar[str]
+    """The engine's name in messages."""
+
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=16)] = Field(
+        default=1, description="GPUs one replica spreads the model over; must match the GPU count."
+    )
+    max_model_len: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="Longest context (prompt and output) in tokens; the model's own when unset."
+    )
+    dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "auto"
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        default=None,
+        description="Share of the device the engine takes (weights and KV cache); derived from a vGPU memory "
+        "cap when unset.",
+    )
+    shm_size: Annotated[str, Field(pattern=r"^[0-9]+(Mi|Gi)$")] = Field(
+        default="2Gi", description="Shared memory for the workers of tensor-parallel inference."
+    )
+
+    @model_validator(mode="after")
+    def _needs_gpus(self) -> LLMEngineModel:
+        problems = []
+        if self.gpu.mode == "none":
+            problems.append(("gpu", f"{self.ENGINE} serves on GPUs: set gpu to exclusive, vgpu or shared"))
+        elif self.gpu.mode == "shared" and self.gpu_memory_utilization is None:
+            problems.append(
+                (
+                    "gpuMemoryUtilization",
+                    f"with a shared GPU {self.ENGINE} would take most of the device from its neighbours: "
+                    "set this model's share",
+                )
+            )
+        elif self.gpu.device_count is not None and self.gpu.device_count != self.tensor_parallel_size:
+            problems.append(
+                (
+                    "tensorParallelSize",
+                    f"is {self.tensor_parallel_size} but each pod gets {self.gpu.device_count} GPU(s): make them equal",
+                )
+            )
+        if problems:
+            raise config_problems(problems)
+        return self
+
+    def memory_utilization(self, gpu_nodes: GpuNodes) -> float | None:
+        """The engine's memory share: as set, or sized to a vGPU memory cap so the engine stays inside it."""
+        if self.gpu_memory_utilization is not None:
+            return self.gpu_memory_utilization
+        if not isinstance(self.gpu, VirtualGpu) or not self.gpu.memory_capped:
+            return None  # whole devices: the engine's own default
+        cap = self.gpu.memory_cap_mib(gpu_nodes)
+        if cap is None:
+            return CAP_SHARE_DEFAULT
+        share = math.floor((cap - CAP_RESERVE_MIB) / cap * 100) / 100
+        return max(MIN_CAP_SHARE, share)
+
+    def engine_plan(
+        self,
+        version: ModelVersion,
+        *,
+        image: str,
+        command: list[str],
+        args: list[str],
+        env: dict[str, str],
+        port: int,
+        startup_probe: dict[str, Any],
+        readiness_probe: dict[str, Any],
+        liveness_probe: dict[str, Any],
+    ) -> ServerPlan:
+        """The engine's pod: its container with the model mounted, caches in scratch, shared memory."""
+        container = model_server_container(
+            self,
+            version,
+            default_image=image,
+            default_resources=DEFAULT_RESOURCES,
+            command=command,
+            args=args,
+            env=CACHE_ENV | env,
+            extra_mounts=[{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
+            model_mount_path=MODEL_DIR,
+            startup_probe=startup_probe,
+            readiness_probe=readiness_probe,
+            liveness_probe=liveness_probe,
+        )
+        return ServerPlan(
+            container=container,
+            config_files={},
+            http_port=port,
+            metrics_port=port,
+            metrics_path=METRICS_PATH,
+            run_as_user=RUN_AS_USER,
+            volumes=({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": self.shm_size}},),
+        )
+
+    def example_request(self) -> ExampleRequest:
+        return ExampleRequest(
+            path=self.inference_path, body={"model": self.name, "prompt": "The capital of France is", "max_tokens": 16}
+        )

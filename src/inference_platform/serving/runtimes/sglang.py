@@ -1,0 +1,64 @@
+"""SGLang's OpenAI-compatible server for large language models.
+
+`python3 -m sglang.launch_server`, serving the model under the model's name. Readiness and the
+startup budget wait on /ready, which answers 503 until the server has loaded the weights and
+warmed up; liveness is /health, which (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION, on by default)
+runs one token through the engine unless requests are already flowing, and waits up to
+SGLANG_HEALTH_CHECK_TIMEOUT (20 s) for it: the probe's timeout is longer than that. Metrics only
+with --enable-metrics, on the serving port.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from inference_platform import pins
+from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.model_spec import ModelVersion
+from inference_platform.serving.runtimes.base import http_probe
+from inference_platform.serving.runtimes.llm_engine import MODEL_DIR, LLMEngineModel
+from inference_platform.serving.server_plan import ServerPlan
+
+PORT = 30000
+# /health waits up to 20 s for its one token (sglang/srt/entrypoints/http_server.py).
+HEALTH_TIMEOUT_SECONDS = 30
+
+
+class SGLangModel(LLMEngineModel):
+    SERVER_PORTS: ClassVar[dict[str, int]] = {"http": PORT}
+    ENGINE: ClassVar[str] = "SGLang"
+    # SGLang's gauge of requests waiting in the scheduler's queue (sglang/srt/observability/metrics_collector.py).
+    QUEUE_METRIC: ClassVar[str | None] = "sglang:num_queue_reqs"
+
+    runtime: Literal["sglang"]
+
+    def server_args(self, gpu_nodes: GpuNodes) -> list[str]:
+        args = [
+            f"--model-path={MODEL_DIR}",
+            f"--served-model-name={self.name}",
+            "--host=0.0.0.0",
+            f"--port={PORT}",
+            f"--tp-size={self.tensor_parallel_size}",
+            f"--dtype={self.dtype}",
+            "--enable-metrics",
+        ]
+        if self.max_model_len is not None:
+            args.append(f"--context-length={self.max_model_len}")
+        share = self.memory_utilization(gpu_nodes)
+        if share is not None:
+            args.append(f"--mem-fraction-static={share}")
+        return args
+
+    def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
+        return self.engine_plan(
+            version,
+            image=pins.SGLANG_IMAGE,
+            command=["python3", "-m", "sglang.launch_server"],
+            args=self.server_args(gpu_nodes),
+            env={},
+            port=PORT,
+            # Loading weights, capturing CUDA graphs and the warm-up request take minutes: half an hour.
+            startup_probe=http_probe("/ready", PORT, period=10, failures=180),
+            readiness_probe=http_probe("/ready", PORT, period=10, failures=3),
+            liveness_probe=http_probe("/health", PORT, period=30, failures=3, timeout=HEALTH_TIMEOUT_SECONDS),
+        )
