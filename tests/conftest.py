@@ -100,6 +100,15 @@ def render_dir(tmp_path: Path) -> Callable[..., Path]:
 
 
 STACKS = sorted(path.name.split(".")[1] for path in ROOT.glob("Pulumi.*.yaml"))
+# The README's recipes (custom runtimes): stack files that render and pass the whole-cluster checks.
+EXAMPLE_STACKS = {
+    path.name.split(".")[1]: path for path in sorted((ROOT / "examples" / "stacks").glob("Pulumi.*.yaml"))
+}
+
+
+def stack_file(stack: str) -> Path:
+    """A stack file of the repository: the project's own, or an example's."""
+    return EXAMPLE_STACKS.get(stack, ROOT / f"Pulumi.{stack}.yaml")
 
 
 def render_stack(tmp_path_factory: pytest.TempPathFactory, stack: str) -> list[dict[str, Any]]:

@@ -9,7 +9,8 @@ import pytest
 
 from inference_platform.cli.render import RenderResult, run_program
 from inference_platform.cli.stack_file import read_stack_file
-from tests.conftest import ROOT, STACKS
+from inference_platform.stack.config import parse_stack_config, project_values
+from tests.conftest import EXAMPLE_STACKS, ROOT, STACKS, stack_file
 
 
 def load_rules() -> ModuleType:
@@ -30,10 +31,10 @@ RESOURCE_CHECKS = [
 ]
 
 
-@pytest.fixture(scope="module", params=STACKS)
+@pytest.fixture(scope="module", params=[*STACKS, *EXAMPLE_STACKS])
 def rendered(request: pytest.FixtureRequest) -> tuple[str, RenderResult]:
     stack: str = request.param
-    return stack, run_program(stack, read_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
+    return stack, run_program(stack, read_stack_file(stack_file(stack)))
 
 
 def test_no_resource_violates_a_mandatory_policy(rendered: tuple[str, RenderResult]) -> None:
@@ -53,8 +54,12 @@ def test_model_namespaces_have_injection(rendered: tuple[str, RenderResult]) -> 
 
 
 def test_the_checks_see_the_stacks_model_workloads(rendered: tuple[str, RenderResult]) -> None:
-    _, result = rendered
-    assert sum(rules.is_model_workload(r.type, r.inputs) for r in result.manifests) >= 3
+    """A Deployment per version of every model, at least: the checks above looked at them."""
+    stack, result = rendered
+    config = parse_stack_config(project_values(read_stack_file(stack_file(stack)).config))
+    versions = sum(len(model.versions) for model in config.models)
+    assert versions >= 1
+    assert sum(rules.is_model_workload(r.type, r.inputs) for r in result.manifests) >= versions
 
 
 def test_production_meets_the_advisory_policies_too() -> None:

@@ -12,10 +12,17 @@ from inference_platform.cli.main import main
 from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
 from tests.cluster import Cluster
-from tests.conftest import ROOT, STACKS, charts_dir, full_config, keda_config, write_stack_file
+from tests.conftest import EXAMPLE_STACKS, STACKS, charts_dir, full_config, keda_config, stack_file, write_stack_file
 
 GENERATED_STACKS = {"all-features": full_config, "keda": keda_config}
-CLUSTER_STACKS = [*STACKS, *GENERATED_STACKS]
+CLUSTER_STACKS = [*STACKS, *GENERATED_STACKS, *EXAMPLE_STACKS]
+
+
+def stack_config_path(stack: str, root: Path) -> Path:
+    """The stack's file: written under `root` for a generated stack, the repository's otherwise."""
+    if stack in GENERATED_STACKS:
+        return write_stack_file(root / f"Pulumi.{stack}.yaml", GENERATED_STACKS[stack]())
+    return stack_file(stack)
 
 
 @dataclass
@@ -39,11 +46,8 @@ def render_cluster(stack: str, config_path: Path, out: Path) -> Rendered:
 
 @pytest.fixture(scope="session", params=CLUSTER_STACKS)
 def rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    """Each stack file, the all-features stack and the same with KEDA, rendered with its charts expanded."""
+    """Each stack file, the all-features stack and the same with KEDA, and the example stacks,
+    rendered with their charts expanded."""
     stack: str = request.param
     root = tmp_path_factory.mktemp(f"cluster-{stack}")
-    if stack in GENERATED_STACKS:
-        path = write_stack_file(root / f"Pulumi.{stack}.yaml", GENERATED_STACKS[stack]())
-    else:
-        path = ROOT / f"Pulumi.{stack}.yaml"
-    return render_cluster(stack, path, root / "render")
+    return render_cluster(stack, stack_config_path(stack, root), root / "render")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, write_stack_file
+from tests.conftest import ROOT
 from tests.policies.test_stacks_meet_policies import rules
-from tests.stacks.conftest import CLUSTER_STACKS, GENERATED_STACKS, Rendered, render_cluster
+from tests.stacks.conftest import CLUSTER_STACKS, Rendered, render_cluster, stack_config_path
 from tests.stacks.test_checkov import scan
 
 pytestmark = pytest.mark.slow
@@ -56,11 +56,7 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, se
     found: dict[str, dict[str, set[Finding]]] = {"checkov": {}, "policy": {}}
     for stack in CLUSTER_STACKS:
         root = tmp_path_factory.mktemp(f"findings-{stack}")
-        if stack in GENERATED_STACKS:
-            path = write_stack_file(root / f"Pulumi.{stack}.yaml", GENERATED_STACKS[stack]())
-        else:
-            path = ROOT / f"Pulumi.{stack}.yaml"
-        rendered = render_cluster(stack, path, root / "render")
+        rendered = render_cluster(stack, stack_config_path(stack, root), root / "render")
         found["checkov"][stack] = checkov_findings(rendered.directory, root / "scan")
         found["policy"][stack] = policy_findings(rendered)
     return found

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from inference_platform.cli.main import main
-from tests.conftest import ROOT, STACKS, write_stack_file
-from tests.stacks.conftest import GENERATED_STACKS
+from tests.conftest import EXAMPLE_STACKS, ROOT, STACKS
+from tests.stacks.conftest import GENERATED_STACKS, stack_config_path
 
 pytestmark = pytest.mark.slow
 
@@ -41,17 +41,13 @@ def render(name: str, config_path: Path, out: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("stack", [*STACKS, *GENERATED_STACKS])
+@pytest.mark.parametrize("stack", [*STACKS, *GENERATED_STACKS, *EXAMPLE_STACKS])
 def test_no_failed_checks(stack: str, tmp_path: Path) -> None:
-    if stack in GENERATED_STACKS:
-        config_path = write_stack_file(tmp_path / f"Pulumi.{stack}.yaml", GENERATED_STACKS[stack]())
-    else:
-        config_path = ROOT / f"Pulumi.{stack}.yaml"
-    report = scan(render(stack, config_path, tmp_path / "out"))
+    report = scan(render(stack, stack_config_path(stack, tmp_path), tmp_path / "out"))
 
     failed = [(f["check_id"], f["resource"]) for f in report["results"]["failed_checks"]]
     assert failed == []
-    assert report["summary"]["passed"] > 100
+    assert report["summary"]["passed"] > 50  # a stack of one model passes about 90
     assert report["summary"]["parsing_errors"] == 0
 
 

@@ -16,6 +16,7 @@ class ModelRuntime(str, Enum):
     Mlserver = "mlserver"
     Vllm = "vllm"
     Sglang = "sglang"
+    Custom = "custom"
 
 
 class GpuMode(str, Enum):
@@ -365,8 +366,37 @@ class InstanceGroup(TypedDict):
     """gpu when the model has a GPU, else cpu."""
 
 
+class ProbeSpec(TypedDict):
+    """One health check: GET `path` (HTTP 200-399 passes), or a TCP connect when `path` is unset."""
+
+    path: NotRequired[str]
+    """HTTP path to GET; a TCP check when unset."""
+    port: NotRequired[int]
+    """The port to check; the serving port when unset."""
+    timeout_seconds: NotRequired[int]
+    """Default: 5."""
+    failure_threshold: NotRequired[int]
+    """Default: 3."""
+
+
+class MetricsSpec(TypedDict):
+    port: NotRequired[int]
+    """Where the server publishes metrics; the serving port when unset."""
+    path: NotRequired[str]
+    """Default: \"/metrics\"."""
+    queue_gauge: NotRequired[str]
+    """The server's gauge of requests waiting (e.g. TGI's tgi_queue_size), for autoscaling.queueDepth."""
+
+
+class ExampleSpec(TypedDict):
+    path: str
+    """Where one inference request is POSTed."""
+    body: NotRequired[dict[str, Any]]
+    """Its JSON body."""
+
+
 class Model(TypedDict):
-    """One of: tfserving, torchserve, triton, mlserver, vllm, sglang, chosen by `runtime`."""
+    """One of: tfserving, torchserve, triton, mlserver, vllm, sglang, custom, chosen by `runtime`."""
 
     name: str
     """Served at <name>.<domain>; also the Kubernetes name prefix."""
@@ -446,6 +476,28 @@ class Model(TypedDict):
     """Share of the device the engine takes (weights and KV cache); derived from a vGPU memory cap when unset. Only with runtime vllm or sglang."""
     shm_size: NotRequired[str]
     """Shared memory for the workers of tensor-parallel inference. Default: \"2Gi\". Only with runtime vllm or sglang."""
+    command: NotRequired[list[str]]
+    """Overrides the image's entrypoint. Only with runtime custom."""
+    port: NotRequired[int]
+    """The HTTP port the server listens on (required). Only with runtime custom."""
+    grpc_port: NotRequired[int]
+    """A gRPC port beside it, routed and opened as the HTTP one. Only with runtime custom."""
+    readiness: NotRequired[ProbeSpec]
+    """When a pod takes requests (required): an HTTP path or a TCP check. Only with runtime custom."""
+    liveness: NotRequired[ProbeSpec]
+    """When a pod is restarted; a TCP check on the serving port when unset. Only with runtime custom."""
+    startup_timeout: NotRequired[str]
+    """How long the server may take to become ready once started (readiness is polled). Default: \"30m\". Only with runtime custom."""
+    metrics: NotRequired[MetricsSpec]
+    """The server's own Prometheus metrics, if it has any. Only with runtime custom."""
+    example: NotRequired[ExampleSpec]
+    """One inference request (path and body), for the stack's curl line and pipelines. Only with runtime custom."""
+    model_dir: NotRequired[str]
+    """Where the version's model files are mounted. Default: \"/mnt/models\". Only with runtime custom."""
+    writable_paths: NotRequired[list[str]]
+    """Directories the server writes to beyond /tmp (the root file system is read-only): an emptyDir each. Only with runtime custom."""
+    run_as_user: NotRequired[int]
+    """A numeric user to run as, when the image's USER is root or a name: pods run as non-root. Only with runtime custom."""
 
 
 class GraphStep(TypedDict):

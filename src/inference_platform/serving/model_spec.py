@@ -216,8 +216,8 @@ class ModelSpecBase(ConfigModel):
                 )
         if self.transformer is not None:
             port = self.transformer.port
-            if port in self.SERVER_PORTS.values() or port in ISTIO_PORTS:
-                taken = ", ".join(str(p) for p in sorted(self.SERVER_PORTS.values()))
+            if port in self.server_ports.values() or port in ISTIO_PORTS:
+                taken = ", ".join(str(p) for p in sorted(self.server_ports.values()))
                 problems.append(
                     ("transformer.port", f"{port} is taken in the pod (the server uses {taken}, Istio 15000-15099)")
                 )
@@ -261,7 +261,7 @@ class ModelSpecBase(ConfigModel):
                     "use gpu mode exclusive or vgpu, or scale on requestsPerSecond",
                 )
             )
-        if self.autoscaling.queue_depth is not None and self.QUEUE_METRIC is None:
+        if self.autoscaling.queue_depth is not None and self.queue_metric is None:
             problems.append(
                 (
                     "autoscaling.queueDepth",
@@ -295,6 +295,16 @@ class ModelSpecBase(ConfigModel):
         ]
 
     @property
+    def server_ports(self) -> dict[str, int]:
+        """The model server's container ports by name (SERVER_PORTS; a custom runtime's are configured)."""
+        return self.SERVER_PORTS
+
+    @property
+    def queue_metric(self) -> str | None:
+        """The server's queue gauge (QUEUE_METRIC; a custom runtime's is configured)."""
+        return self.QUEUE_METRIC
+
+    @property
     def inference_path(self) -> str:
         """Where a pipeline step (or any client) POSTs one inference request."""
         return self.INFERENCE_PATH.format(name=self.name)
@@ -302,12 +312,12 @@ class ModelSpecBase(ConfigModel):
     @property
     def http_port(self) -> int:
         """Where HTTP requests reach a pod: the transformer's port, or the server's."""
-        return self.transformer.port if self.transformer is not None else self.SERVER_PORTS["http"]
+        return self.transformer.port if self.transformer is not None else self.server_ports["http"]
 
     @property
     def serving_ports(self) -> tuple[int, ...]:
         """The ports requests reach: the HTTP port (http_port) and the server's gRPC port."""
-        grpc = self.SERVER_PORTS.get("grpc")
+        grpc = self.server_ports.get("grpc")
         return tuple(sorted({self.http_port} | ({grpc} if grpc is not None else set())))
 
     @property

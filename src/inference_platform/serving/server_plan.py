@@ -8,14 +8,22 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class MetricsEndpoint:
+    """Where Prometheus scrapes the server's own metrics."""
+
+    port: int
+    path: str
+
+
+@dataclass(frozen=True)
 class ServerPlan:
     """One version's model server: the container, its generated config files and its endpoints."""
 
     container: dict[str, Any]
     config_files: dict[str, str]
     http_port: int
-    metrics_port: int
-    metrics_path: str
+    metrics: MetricsEndpoint | None
+    """None for a server that publishes no metrics (a custom runtime may not)."""
     run_as_user: int | None = None
     """The numeric user to run as when the image's own user is root or a name, which the kubelet
     cannot check against runAsNonRoot."""

@@ -251,7 +251,7 @@ class StackConfig(ConfigModel):
     @property
     def queue_series(self) -> list[str]:
         """The runtimes' queue gauges the models that scale on queueDepth read."""
-        return sorted({m.QUEUE_METRIC for m in self.models if m.autoscaling.queue_depth is not None and m.QUEUE_METRIC})
+        return sorted({m.queue_metric for m in self.models if m.autoscaling.queue_depth is not None and m.queue_metric})
 
     @property
     def installs_metrics_server(self) -> bool:

@@ -13,6 +13,7 @@ from inference_platform.serving.inference_service.args import InferenceServiceAr
 from inference_platform.serving.inference_service.pods import deployment
 from inference_platform.serving.runtimes import mlserver
 from inference_platform.serving.runtimes.mlserver import MLServerModel
+from inference_platform.serving.server_plan import MetricsEndpoint
 
 VERSION = {"name": "v1", "modelUri": "pvc://models/iris/v1", "weight": 100}
 
@@ -104,7 +105,7 @@ def test_probes_and_scrape_annotations_use_mlserver_endpoints() -> None:
     assert container["readinessProbe"]["httpGet"] == {"path": "/v2/models/iris/versions/v1/ready", "port": 8080}
     assert container["startupProbe"]["httpGet"] == container["readinessProbe"]["httpGet"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": 8080}
-    assert (plan.metrics_port, plan.metrics_path) == (8082, "/metrics")
+    assert plan.metrics == MetricsEndpoint(8082, "/metrics")
 
 
 def test_image_and_resources_can_be_overridden_per_model_and_version() -> None:

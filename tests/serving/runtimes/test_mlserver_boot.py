@@ -154,7 +154,8 @@ def test_metrics_are_served_in_prometheus_format(server: Server) -> None:
     example = SPEC.example_request()
     assert requests.post(f"{server.http}{example.path}", json=example.body, timeout=10).status_code == 200
 
-    response = requests.get(f"{server.metrics}{server.plan.metrics_path}", timeout=5)
+    assert server.plan.metrics is not None
+    response = requests.get(f"{server.metrics}{server.plan.metrics.path}", timeout=5)
     assert response.status_code == 200
     assert "# TYPE" in response.text
     assert "model_infer_request_success" in response.text

@@ -14,6 +14,7 @@ from inference_platform.serving.inference_service.args import InferenceServiceAr
 from inference_platform.serving.inference_service.pods import deployment
 from inference_platform.serving.runtimes import tfserving
 from inference_platform.serving.runtimes.tfserving import TFServingModel
+from inference_platform.serving.server_plan import MetricsEndpoint
 
 VERSIONS = [
     {"name": "v1", "modelUri": "pvc://models/mnist/v1", "weight": 80},
@@ -87,7 +88,7 @@ def test_monitoring_config_enables_prometheus_on_the_scraped_path() -> None:
     assert plan.config_files["monitoring.config"] == (
         'prometheus_config {\n  enable: true\n  path: "/monitoring/prometheus/metrics"\n}\n'
     )
-    assert (plan.metrics_port, plan.metrics_path) == (8501, tfserving.METRICS_PATH)
+    assert plan.metrics == MetricsEndpoint(8501, tfserving.METRICS_PATH)
 
 
 def test_batching_parameters_wrap_numbers_as_int64_values() -> None:

@@ -66,7 +66,7 @@ def autoscaler(args: InferenceServiceArgs, version: ModelVersion, pod: dict[str,
     spec, metadata = args.model.autoscaling, object_metadata(args, version_name(args, version), version)
     if args.keda is None:
         return horizontal_pod_autoscaler(metadata, spec)
-    triggers = target_triggers(spec, args.keda, args.namespace, selector_labels(args, version), args.model.QUEUE_METRIC)
+    triggers = target_triggers(spec, args.keda, args.namespace, selector_labels(args, version), args.model.queue_metric)
     if spec.scales_to_zero and version.is_live:
         triggers.append(interceptor_trigger(args.keda, metadata["name"]))
     elif spec.scales_to_zero:
@@ -114,7 +114,8 @@ def protection_manifests(args: InferenceServiceArgs, plan: ServerPlan) -> list[d
     model, protection = args.model, args.model.protection
     serving = model.serving_ports
     # A server with metrics on its serving port would publish them through the gateway.
-    private_paths = [plan.metrics_path, f"{plan.metrics_path}/*"] if plan.metrics_port in serving else []
+    metrics = plan.metrics
+    private_paths = [metrics.path, f"{metrics.path}/*"] if metrics is not None and metrics.port in serving else []
     objects = gateway_policies(
         model.name,
         protection,
@@ -129,7 +130,7 @@ def protection_manifests(args: InferenceServiceArgs, plan: ServerPlan) -> list[d
         workload=args.workload(),
         gateway_namespace=args.gateway.namespace,
         gateway_account=GATEWAY_RELEASE,
-        metrics_ports=(plan.metrics_port,),
+        metrics_ports=(metrics.port,) if metrics is not None else (),
         scraper=args.metrics_scraper,
         callers=args.callers,
         callees=args.callees,

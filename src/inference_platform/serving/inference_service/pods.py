@@ -58,11 +58,14 @@ TRANSFORMER_RESOURCES = Resources(
 
 def scrape_annotations(plan: ServerPlan) -> dict[str, str]:
     """The annotations Prometheus' kubernetes_sd relabel rules keep and follow (on the pods;
-    Istio's injector points them at the sidecar, which serves these metrics merged with its own)."""
+    Istio's injector points them at the sidecar, which serves these metrics merged with its own).
+    A server without metrics gets none: the injector then adds its own, for the sidecar's metrics."""
+    if plan.metrics is None:
+        return {}
     return {
         "prometheus.io/scrape": "true",
-        "prometheus.io/port": str(plan.metrics_port),
-        "prometheus.io/path": plan.metrics_path,
+        "prometheus.io/port": str(plan.metrics.port),
+        "prometheus.io/path": plan.metrics.path,
     }
 
 

@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from inference_platform.config.errors import Discriminated
+from inference_platform.serving.runtimes.custom import CustomModel
 from inference_platform.serving.runtimes.mlserver import MLServerModel
 from inference_platform.serving.runtimes.sglang import SGLangModel
 from inference_platform.serving.runtimes.tfserving import TFServingModel
@@ -15,11 +16,11 @@ from inference_platform.serving.runtimes.triton import TritonModel
 from inference_platform.serving.runtimes.vllm import VLLMModel
 
 ModelSpec = Annotated[
-    TFServingModel | TorchServeModel | TritonModel | MLServerModel | VLLMModel | SGLangModel,
+    TFServingModel | TorchServeModel | TritonModel | MLServerModel | VLLMModel | SGLangModel | CustomModel,
     Field(discriminator="runtime"),
 ]
 """One model's spec; the `runtime` key selects the runtime's own settings model."""
 
-RUNTIMES = ("tfserving", "torchserve", "triton", "mlserver", "vllm", "sglang")
+RUNTIMES = ("tfserving", "torchserve", "triton", "mlserver", "vllm", "sglang", "custom")
 RUNTIME_UNION = Discriminated("runtime", RUNTIMES, "runtime", fields=frozenset({"model"}))
 """How config reports name a model's runtime: models[i] and an InferenceService's `model` hold one."""

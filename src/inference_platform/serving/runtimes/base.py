@@ -86,7 +86,7 @@ def model_server_container(
     container.update(
         {
             "ports": [
-                {"name": name, "containerPort": number, "protocol": "TCP"} for name, number in spec.SERVER_PORTS.items()
+                {"name": name, "containerPort": number, "protocol": "TCP"} for name, number in spec.server_ports.items()
             ],
             "env": [{"name": name, "value": value} for name, value in sorted(merged_env.items())],
             "resources": resources.to_kubernetes(),

@@ -17,7 +17,7 @@ from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.gpu import VirtualGpu
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes.base import SCRATCH_PATH, model_server_container
-from inference_platform.serving.server_plan import ExampleRequest, ServerPlan
+from inference_platform.serving.server_plan import ExampleRequest, MetricsEndpoint, ServerPlan
 
 MODEL_DIR = "/mnt/models"
 METRICS_PATH = "/metrics"
@@ -132,8 +132,7 @@ class LLMEngineModel(ModelSpecBase):
             container=container,
             config_files={},
             http_port=port,
-            metrics_port=port,
-            metrics_path=METRICS_PATH,
+            metrics=MetricsEndpoint(port, METRICS_PATH),
             run_as_user=RUN_AS_USER,
             volumes=({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": self.shm_size}},),
         )

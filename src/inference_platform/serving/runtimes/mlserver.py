@@ -21,7 +21,7 @@ from inference_platform.serving.runtimes.base import (
     json_file,
     model_server_container,
 )
-from inference_platform.serving.server_plan import ExampleRequest, ServerPlan
+from inference_platform.serving.server_plan import ExampleRequest, MetricsEndpoint, ServerPlan
 
 HTTP_PORT = 8080
 GRPC_PORT = 8081
@@ -118,8 +118,7 @@ class MLServerModel(ModelSpecBase):
                 "model-settings.json": json_file(self.model_settings(version)),
             },
             http_port=HTTP_PORT,
-            metrics_port=METRICS_PORT,
-            metrics_path=METRICS_PATH,
+            metrics=MetricsEndpoint(METRICS_PORT, METRICS_PATH),
         )
 
     def example_request(self) -> ExampleRequest:

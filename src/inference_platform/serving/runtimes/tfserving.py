@@ -22,7 +22,7 @@ from inference_platform.serving.runtimes.base import (
     http_probe,
     model_server_container,
 )
-from inference_platform.serving.server_plan import ExampleRequest, ServerPlan
+from inference_platform.serving.server_plan import ExampleRequest, MetricsEndpoint, ServerPlan
 
 GRPC_PORT = 8500
 REST_PORT = 8501
@@ -159,8 +159,7 @@ class TFServingModel(ModelSpecBase):
             container=container,
             config_files=files,
             http_port=REST_PORT,
-            metrics_port=REST_PORT,
-            metrics_path=METRICS_PATH,
+            metrics=MetricsEndpoint(REST_PORT, METRICS_PATH),
             run_as_user=RUN_AS_USER,
         )
 

@@ -24,7 +24,7 @@ from inference_platform.serving.runtimes.base import (
     http_probe,
     model_server_container,
 )
-from inference_platform.serving.server_plan import ExampleRequest, ServerPlan
+from inference_platform.serving.server_plan import ExampleRequest, MetricsEndpoint, ServerPlan
 
 INFERENCE_PORT = 8080
 MANAGEMENT_PORT = 8081
@@ -154,8 +154,7 @@ class TorchServeModel(ModelSpecBase):
             container=container,
             config_files={"config.properties": properties_file(self.properties())},
             http_port=INFERENCE_PORT,
-            metrics_port=METRICS_PORT,
-            metrics_path=METRICS_PATH,
+            metrics=MetricsEndpoint(METRICS_PORT, METRICS_PATH),
             run_as_user=RUN_AS_USER,
         )
 

@@ -28,7 +28,7 @@ from inference_platform.serving.runtimes.base import (
     http_probe,
     model_server_container,
 )
-from inference_platform.serving.server_plan import ExampleRequest, ServerPlan
+from inference_platform.serving.server_plan import ExampleRequest, MetricsEndpoint, ServerPlan
 
 HTTP_PORT = 8000
 GRPC_PORT = 8001
@@ -231,8 +231,7 @@ class TritonModel(ModelSpecBase):
             container=container,
             config_files={"config.pbtxt": self.config_text(version)},
             http_port=HTTP_PORT,
-            metrics_port=METRICS_PORT,
-            metrics_path=METRICS_PATH,
+            metrics=MetricsEndpoint(METRICS_PORT, METRICS_PATH),
             run_as_user=RUN_AS_USER,
         )
 
