@@ -79,6 +79,35 @@ class Pod:
         return self.ports.get(port)
 
 
+# The labels the LeaderWorkerSet controller puts on the pods it makes from a set's templates.
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_GROUPS = 2
+"""Groups of each set the cluster model holds: enough to tell one group's pods from another's."""
+
+
+def group_pods(workload: Mapping[str, Any]) -> Iterator[Pod]:
+    """The pods the LWS controller makes of a set: per group a leader (worker index 0, from the
+    leader template) and a worker (index 1, from the worker template), each with the template's
+    labels plus the controller's."""
+    name, namespace = workload["metadata"]["name"], workload["metadata"]["namespace"]
+    templates = workload["spec"]["leaderWorkerTemplate"]
+    for group in range(LWS_GROUPS):
+        for worker, key in ((1, "workerTemplate"), (0, "leaderTemplate")):
+            template = templates.get(key) or templates["workerTemplate"]
+            metadata = template.get("metadata") or {}
+            labels = dict(metadata.get("labels") or {})
+            labels |= {LWS_NAME: name, LWS_GROUP_INDEX: str(group), LWS_WORKER_INDEX: str(worker)}
+            yield Pod(
+                owner=f"LeaderWorkerSet {namespace}/{name} group {group} {'leader' if worker == 0 else 'worker'}",
+                namespace=namespace,
+                labels=labels,
+                annotations=metadata.get("annotations") or {},
+                spec=template["spec"],
+            )
+
+
 @dataclass
 class Cluster:
     program: list[dict[str, Any]]
@@ -117,6 +146,9 @@ class Cluster:
     def pods(self, *, release: str | None = None) -> Iterator[Pod]:
         source = self.objects if release is None else self.charts[release]
         for workload in source:
+            if workload["kind"] == "LeaderWorkerSet":
+                yield from group_pods(workload)
+                continue
             path = POD_TEMPLATES.get(workload["kind"])
             template = dig(workload, *path) if path else None
             if template is None:

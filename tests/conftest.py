@@ -242,6 +242,17 @@ def full_config() -> dict[str, Any]:
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 8},
         },
         {
+            # Too large for one node: each replica a LeaderWorkerSet group of 2 pods x 8 GPUs.
+            "name": "deepseek",
+            "runtime": "vllm",
+            "gpu": {"mode": "exclusive", "count": 8},
+            "nodes": 2,
+            "tensorParallelSize": 8,
+            "maxModelLen": 32768,
+            "versions": [{"name": "v1", "modelUri": "pvc://models/deepseek-v3", "weight": 100}],
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 16},
+        },
+        {
             "name": "qwen",
             "runtime": "sglang",
             "gpu": {"mode": "exclusive", "count": 2},

@@ -32,8 +32,13 @@ COMPARATOR_IMAGE = "ghcr.io/inference-platform/inference-comparator:0.1.0"
 @dataclass(frozen=True)
 class ChartPin:
     repository: str
+    """A chart repository's URL, or an OCI registry's path (oci://...)."""
     chart: str
     version: str
+
+    @property
+    def is_oci(self) -> bool:
+        return self.repository.startswith("oci://")
 
 
 ISTIO_REPOSITORY = "https://istio-release.storage.googleapis.com/charts"
@@ -56,6 +61,8 @@ KEDA_REPOSITORY = "https://kedacore.github.io/charts"
 KEDA = ChartPin(KEDA_REPOSITORY, "keda", "2.20.2")
 # The HTTP add-on (its interceptor wakes versions that sleep at zero replicas), beta upstream.
 KEDA_HTTP_ADD_ON = ChartPin(KEDA_REPOSITORY, "keda-add-ons-http", "0.15.0")
+# LeaderWorkerSet's controller and webhooks, for models served across several nodes.
+LWS = ChartPin("oci://registry.k8s.io/lws/charts", "lws", "v0.10.0")
 # HAMi runs its own kube-scheduler, tagged with the cluster's version (platform.kubernetesVersion);
 # the chart's default pulls it from a regional mirror registry.
 KUBE_SCHEDULER_REGISTRY = "registry.k8s.io"

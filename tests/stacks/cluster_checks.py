@@ -9,8 +9,10 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from itertools import product
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,7 +23,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-from tests.cluster import Cluster, Pod, dig, selects
+from tests.cluster import LWS_GROUP_INDEX, LWS_NAME, LWS_WORKER_INDEX, Cluster, Pod, dig, selects
 from tests.stacks import kubernetes_cel
 
 Check = Callable[[Cluster], list[str]]
@@ -54,8 +56,8 @@ def kubernetes_schema_problems(objects: list[dict[str, Any]], kubernetes_version
 
 
 # API groups of the custom resources the program and the charts create: Istio's (CRDs from the
-# base chart) and KEDA's (from the keda and keda-add-ons-http charts).
-CUSTOM_GROUPS = (".istio.io", "keda.sh")
+# base chart), KEDA's (from the keda and keda-add-ons-http charts) and LeaderWorkerSet's (lws).
+CUSTOM_GROUPS = (".istio.io", "keda.sh", "leaderworkerset.x-k8s.io")
 
 
 def is_custom(obj: dict[str, Any]) -> bool:
@@ -239,6 +241,13 @@ def keda_webhook_problems(cluster: Cluster) -> list[str]:
         if len(owners) > 1
     ]
     deployments = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in cluster.of_kind("Deployment")}
+    # A LeaderWorkerSet scales by groups; its leaders' containers are what the triggers measure.
+    deployments |= {
+        (s["metadata"]["namespace"], s["metadata"]["name"]): {
+            "spec": {"template": s["spec"]["leaderWorkerTemplate"]["leaderTemplate"]}
+        }
+        for s in cluster.of_kind("LeaderWorkerSet")
+    }
     for obj in scaled:
         spec, name = obj["spec"], obj["metadata"]["name"]
         minimum, maximum = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
@@ -695,4 +704,80 @@ def grafana_problems(cluster: Cluster) -> list[str]:
                 problems.append(
                     f"Grafana's {env['name']} reads Secret {reference['name']} key {reference['key']}, not rendered"
                 )
+    return problems
+
+
+# --- LeaderWorkerSets: what the lws webhook refuses, who serves, who talks to whom ---------------
+
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+GROUP_PROBE_PORTS = (29501, 40123)  # torch.distributed's rendezvous, and a port NCCL might pick
+
+
+def _int_or_percent(value: Any, replicas: int) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        return int(value[:-1]) * replicas // 100
+    return int(value)
+
+
+def leader_worker_set_problems(cluster: Cluster) -> list[str]:
+    """Each LeaderWorkerSet passes the rules the lws webhook (v0.10.0, pkg/webhooks/
+    leaderworkerset_webhook.go) enforces: a DNS-1035 name (it names the set's headless Service),
+    size at least 1, replicas not negative, maxUnavailable and maxSurge not both 0, a known
+    restartPolicy, no subgroup-exclusive topology without a subgroup policy, and its pods' names
+    (<set>-<group>-<worker>, their hostnames) DNS labels. The pods that serve a set's version are
+    exactly its leaders: every Service selecting any of its pods selects the leaders and no worker.
+    Its pods' NetworkPolicies admit a group's members to each other on any port, and nobody else to
+    a group port."""
+    problems = []
+    pods = list(cluster.pods())
+    for lws in cluster.of_kind("LeaderWorkerSet"):
+        spec, name, where = lws["spec"], lws["metadata"]["name"], label(lws)
+        template = spec["leaderWorkerTemplate"]
+        size, replicas = template.get("size", 1), spec.get("replicas", 1)
+        if not DNS1035.match(name) or len(name) > 63:
+            problems.append(f"{where}: name is not a DNS-1035 label")
+        if size < 1 or replicas < 0:
+            problems.append(f"{where}: size {size} / replicas {replicas} out of range")
+        rolling = dig(spec, "rolloutStrategy", "rollingUpdateConfiguration") or {"maxUnavailable": 1, "maxSurge": 0}
+        unavailable = _int_or_percent(rolling.get("maxUnavailable", 1), replicas)
+        if replicas and not unavailable and not _int_or_percent(rolling.get("maxSurge", 0), replicas):
+            problems.append(f"{where}: maxUnavailable must not be 0 when maxSurge is 0")
+        if template.get("restartPolicy", "RecreateGroupOnPodRestart") not in ("RecreateGroupOnPodRestart", "None"):
+            problems.append(f"{where}: restartPolicy {template['restartPolicy']} is not one lws knows")
+        annotations = lws["metadata"].get("annotations") or {}
+        if (
+            "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology" in annotations
+            and "subGroupPolicy" not in template
+        ):
+            problems.append(f"{where}: subgroup-exclusive-topology without subGroupSize")
+        longest = f"{name}-{max(replicas, 1) - 1}-{size - 1}"
+        if len(longest) > 63:
+            problems.append(f"{where}: pod name {longest} is longer than 63 characters")
+        members = [p for p in pods if p.labels.get(LWS_NAME) == name and p.namespace == lws["metadata"]["namespace"]]
+        leaders = [p for p in members if p.labels[LWS_WORKER_INDEX] == "0"]
+        for service in cluster.of_kind("Service"):
+            selector = service["spec"].get("selector")
+            if selector is None or service["metadata"].get("namespace") != lws["metadata"]["namespace"]:
+                continue
+            chosen = [p for p in members if selects({"matchLabels": selector}, p.labels)]
+            if chosen and chosen != leaders:
+                problems.append(
+                    f"{label(service)} selects {', '.join(p.owner for p in chosen)}: not exactly the leaders"
+                )
+        problems += _group_reach_problems(cluster, members, [p for p in pods if p not in members])
+    return problems
+
+
+def _group_reach_problems(cluster: Cluster, members: list[Pod], others: list[Pod]) -> list[str]:
+    problems = []
+    for source, destination, port in product(members, members, GROUP_PROBE_PORTS):
+        if source is destination:
+            continue
+        same = source.labels[LWS_GROUP_INDEX] == destination.labels[LWS_GROUP_INDEX]
+        if cluster.network_admits(source, destination, port) != same:
+            verb = "cannot reach" if same else "reaches"
+            problems.append(f"{source.owner} {verb} {destination.owner} on {port}")
+    for source, destination, port in product(others, members, GROUP_PROBE_PORTS):
+        if cluster.network_admits(source, destination, port):
+            problems.append(f"{source.owner}, outside the group, reaches {destination.owner} on {port}")
     return problems

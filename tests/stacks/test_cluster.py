@@ -56,6 +56,9 @@ SEAMS = {
     "grafana reads prometheus, has the dashboards and its admin secret": checks.grafana_problems,
     "one autoscaler a workload, each ScaledObject as KEDA's webhook wants it": checks.keda_webhook_problems,
     "interceptor routes: a Host claimed once, its Service, the woken version's pods": checks.interceptor_route_problems,
+    "leader worker sets: lws's webhook rules, leaders alone serve, a group reaches only itself": (
+        checks.leader_worker_set_problems
+    ),
 }
 
 
@@ -347,4 +350,25 @@ def test_interceptor_route_problems_are_found(keda: Rendered) -> None:
             "ScaledObject service/embed-v1 wakes on InterceptorRoute service/iris-v1, whose Service reaches "
             "['Deployment service/iris-v1']",
         ]
+    )
+
+
+def test_what_lws_refuses_and_a_group_opened_too_wide_are_found(keda: Rendered) -> None:
+    """The LeaderWorkerSet checks fail on a set lws's webhook would refuse, a Service that reaches
+    a worker, a group policy that admits the whole namespace and one that shuts a group's own pods out."""
+    assert checks.leader_worker_set_problems(keda.cluster) == []
+    cluster = copy.deepcopy(keda.cluster)
+    lws = find(cluster.program, "LeaderWorkerSet", "deepseek-v1-group")
+    lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"] = {"maxUnavailable": 0, "maxSurge": 0}
+    lws["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "Always"
+    del find(cluster.program, "Service", "deepseek-v1")["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"]
+    find(cluster.program, "NetworkPolicy", "deepseek-v1-group-0")["spec"]["ingress"] = [{}]
+    del find(cluster.program, "NetworkPolicy", "deepseek-v1-group-1")["spec"]["egress"]
+    problems = checks.leader_worker_set_problems(cluster)
+    assert "LeaderWorkerSet service/deepseek-v1-group: maxUnavailable must not be 0 when maxSurge is 0" in problems
+    assert "LeaderWorkerSet service/deepseek-v1-group: restartPolicy Always is not one lws knows" in problems
+    assert any(p.startswith("Service service/deepseek-v1 selects") and "worker" in p for p in problems)
+    assert any("outside the group, reaches LeaderWorkerSet service/deepseek-v1-group group 0" in p for p in problems)
+    assert any(
+        "group 1 worker cannot reach LeaderWorkerSet service/deepseek-v1-group group 1 leader" in p for p in problems
     )

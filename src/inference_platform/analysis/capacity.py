@@ -2,7 +2,8 @@
 (a version asleep at zero holds none), awake (one pod of every version that sleeps, the minimum of
 the others) and at its peak (the autoscaler's maximum), against the GPUs the cluster declares.
 
-- `exclusive`: each pod holds `count` whole GPUs.
+- `exclusive`: each pod holds `count` whole GPUs; a multi-node replica (vLLM's `nodes`) is that
+  many pods, each on a node of its own.
 - `vgpu`: each pod holds `count` slices, each with a memory share of one GPU (`memoryMib` of
   `platform.gpuNodes.memoryMib`, or `memoryPercent`; uncapped: the whole GPU's memory, HAMi's
   default) and a core share (`cores` percent; uncapped: none reserved, HAMi's default).
@@ -154,7 +155,8 @@ def plan(models: Sequence[ModelSpecBase], nodes: GpuNodes, sharing: Sharing, dec
         spec = model.gpu
         totals = dict.fromkeys(STAGES, Fraction(0))
         for version in model.versions:
-            for key, pods in zip(STAGES, replicas(model, version), strict=True):
+            for key, groups in zip(STAGES, replicas(model, version), strict=True):
+                pods = groups * model.group_size  # a multi-node replica is a group of pods, each on its node
                 if isinstance(spec, ExclusiveGpu):
                     whole[key] += pods * spec.count
                     totals[key] += pods * spec.count

@@ -80,11 +80,14 @@ class ChartRelease:
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> ChartRelease:
+        chart, repository = document["chart"], document["repository"]
+        if chart.startswith("oci://"):  # oci://<registry path>/<chart>, no repository
+            repository, chart = chart.rsplit("/", 1)
         return cls(
             release=document["name"],
-            chart=document["chart"],
+            chart=chart,
             version=document["version"],
-            repository=document["repository"],
+            repository=repository,
             namespace=document["namespace"],
             values=document.get("values") or {},
         )
@@ -113,8 +116,12 @@ class ChartSource:
         path = self.directory / release.tarball_name
         if not path.is_file() and self.pull:
             self.directory.mkdir(parents=True, exist_ok=True)
+            if release.repository.startswith("oci://"):
+                source = [f"{release.repository}/{release.chart}"]
+            else:
+                source = [release.chart, "--repo", release.repository]
             _run(
-                [str(helm), "pull", release.chart, "--repo", release.repository, "--version", release.version],
+                [str(helm), "pull", *source, "--version", release.version],
                 f"helm pull {release.chart} {release.version} from {release.repository}",
                 cwd=self.directory,
             )

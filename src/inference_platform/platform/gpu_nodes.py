@@ -39,6 +39,11 @@ class GpuNodes(ConfigModel):
     gpus_per_node: Annotated[int, Field(ge=1, le=64)] | None = Field(
         default=None, description="GPUs on each GPU node, for the capacity plan (with count)."
     )
+    group_topology_key: Annotated[str, Field(pattern=r"^([a-z0-9.-]+/)?[A-Za-z0-9._-]+$")] | None = Field(
+        default="topology.kubernetes.io/zone",
+        description="The node label a multi-node group stays within (LeaderWorkerSet's exclusive topology: one "
+        "group per domain, e.g. a rack's or an NVLink clique's label); null places groups anywhere.",
+    )
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> GpuNodes:

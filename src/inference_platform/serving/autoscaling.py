@@ -167,14 +167,16 @@ class AutoscalingSpec(ConfigModel):
         return metrics
 
 
-def horizontal_pod_autoscaler(metadata: dict[str, Any], spec: AutoscalingSpec) -> dict[str, Any]:
-    """The autoscaling/v2 HPA for the Deployment named in `metadata` (same name and namespace)."""
+def horizontal_pod_autoscaler(
+    metadata: dict[str, Any], spec: AutoscalingSpec, target: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The autoscaling/v2 HPA for `target` (by default the Deployment named in `metadata`)."""
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": metadata,
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": metadata["name"]},
+            "scaleTargetRef": target or {"apiVersion": "apps/v1", "kind": "Deployment", "name": metadata["name"]},
             "minReplicas": spec.min_replicas,
             "maxReplicas": spec.max_replicas,
             "metrics": spec.metrics(),

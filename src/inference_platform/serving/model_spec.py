@@ -295,6 +295,11 @@ class ModelSpecBase(ConfigModel):
         ]
 
     @property
+    def group_size(self) -> int:
+        """Pods one replica is made of: 1, or a multi-node group's (a leader and its workers)."""
+        return 1
+
+    @property
     def server_ports(self) -> dict[str, int]:
         """The model server's container ports by name (SERVER_PORTS; a custom runtime's are configured)."""
         return self.SERVER_PORTS

@@ -71,13 +71,14 @@ def scaled_object(
     metadata: dict[str, Any],
     spec: AutoscalingSpec,
     triggers: list[dict[str, Any]],
+    target: dict[str, str] | None = None,
     *,
     initial_cooldown_seconds: int | None = None,
 ) -> dict[str, Any]:
-    """The ScaledObject for the Deployment named in `metadata` (same name and namespace)."""
+    """The ScaledObject for `target` (by default the Deployment named in `metadata`)."""
     name = metadata["name"]
     body: dict[str, Any] = {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+        "scaleTargetRef": target or {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
         "minReplicaCount": spec.min_replicas,
         "maxReplicaCount": spec.max_replicas,
     }

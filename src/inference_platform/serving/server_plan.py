@@ -29,6 +29,18 @@ class ServerPlan:
     cannot check against runAsNonRoot."""
     volumes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     """Volumes the container mounts beyond the config, model and scratch volumes."""
+    workers: WorkerPlan | None = None
+    """For a model served by a group of pods across nodes: the group's other pods (workers)."""
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """The pods of a multi-node group beside its leader, which alone serves: `size` pods in all
+    (the leader included), each worker running the leader's container with `args` (and without
+    ports or probes: it serves nothing)."""
+
+    size: int
+    args: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from inference_platform.platform.grafana import GrafanaConfig
 from inference_platform.platform.hami import HamiConfig
 from inference_platform.platform.ingress_gateway import IngressGatewayConfig
 from inference_platform.platform.keda import HttpAddOnRef, KedaConfig, KedaRef
+from inference_platform.platform.leader_worker_set import LeaderWorkerSetConfig
 from inference_platform.platform.metrics_server import MetricsServerConfig
 from inference_platform.platform.prometheus import SERVER_PORT, PrometheusConfig
 from inference_platform.platform.prometheus_adapter import PrometheusAdapterConfig
@@ -69,6 +70,10 @@ class PlatformConfig(ConfigModel):
         "ScaledObject instead (KEDA installed), which also lets models sleep at zero (minReplicas 0).",
     )
     keda: KedaConfig = Field(default_factory=KedaConfig, description="KEDA, with platform.autoscaler: keda.")
+    leader_worker_set: LeaderWorkerSetConfig = Field(
+        default_factory=LeaderWorkerSetConfig,
+        description="LeaderWorkerSet's controller, installed when some model spans several nodes (vLLM's nodes).",
+    )
     payload_comparator: PayloadComparatorConfig = Field(
         default_factory=PayloadComparatorConfig,
         description="The comparator of shadows' answers, deployed when a model sets analysis.payloads.enabled.",
@@ -254,6 +259,11 @@ class StackConfig(ConfigModel):
         return sorted({m.queue_metric for m in self.models if m.autoscaling.queue_depth is not None and m.queue_metric})
 
     @property
+    def installs_leader_worker_set(self) -> bool:
+        """Some model spans several nodes: each replica a LeaderWorkerSet group."""
+        return any(model.group_size > 1 for model in self.models)
+
+    @property
     def installs_metrics_server(self) -> bool:
         needed = any(model.autoscaling.uses_resource_metrics for model in self.models)
         return self.platform.metrics_server.installed(needed)
@@ -305,6 +315,17 @@ class StackConfig(ConfigModel):
             if nodes.gpus_per_node is not None
             and (model.gpu.device_count or 0) > nodes.gpus_per_node
             and model.gpu.mode in ("exclusive", "vgpu")
+        ]
+        problems += [
+            (
+                f"models[{index}].nodes",
+                f"a replica is a group of {model.group_size} pods, each on a node of its own with "
+                f"{model.gpu.device_count} GPUs: {model.group_size} x {model.gpu.device_count} = "
+                f"{model.group_size * (model.gpu.device_count or 0)} GPUs on {model.group_size} nodes, but "
+                f"platform.gpuNodes declares {nodes.count} nodes",
+            )
+            for index, model in enumerate(self.models)
+            if nodes.count is not None and model.group_size > nodes.count
         ]
         plan = self.capacity()
         # Awake, not at the minimum: a version asleep at zero must still be able to wake.

@@ -13,6 +13,7 @@ from inference_platform.platform.grafana import Grafana, GrafanaArgs
 from inference_platform.platform.hami import Hami
 from inference_platform.platform.ingress_gateway import IngressGateway, IngressGatewayArgs
 from inference_platform.platform.keda import Keda
+from inference_platform.platform.leader_worker_set import LeaderWorkerSetController
 from inference_platform.platform.metrics_server import MetricsServer
 from inference_platform.platform.prometheus import SERVER_PORT, Prometheus, RuleFiles
 from inference_platform.platform.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
@@ -102,6 +103,9 @@ def deploy_platform(config: StackConfig, parent: pulumi.Resource | None = None) 
             "keda", platform.keda, http_add_on=config.http_add_on is not None, after=list(result.ready), opts=under
         )
         result.ready += keda.ready
+    if config.installs_leader_worker_set:
+        # LeaderWorkerSets wait for the chart that brings their CRD and webhooks.
+        result.ready.append(LeaderWorkerSetController("lws", platform.leader_worker_set, under).ready)
     if platform.hami.enabled and platform.kubernetes_version is not None:
         # vGPU pods must meet HAMi's webhook and scheduler: a pod created before them keeps the
         # default scheduler, which cannot place its gpumem and gpucores requests.

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from inference_platform import pins
 from inference_platform.platform.gpu_nodes import GpuNodes
@@ -23,10 +24,15 @@ VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 PARSE = Path(__file__).with_name("vllm_parse.py")
 
 
-def parse(argv: list[str]) -> dict[str, Any]:
+def parse(argv: list[str], *fields: str) -> dict[str, Any]:
     assert VLLM_PYTHON.exists(), "vLLM's parser lives in .venv-vllm: run `make test`, which builds it"
     done = subprocess.run(
-        [str(VLLM_PYTHON), str(PARSE)], input=json.dumps(argv), capture_output=True, text=True, check=True, timeout=300
+        [str(VLLM_PYTHON), str(PARSE), *fields],
+        input=json.dumps(argv),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
     )
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -80,3 +86,87 @@ def test_generated_arguments_parse_to_the_intended_settings() -> None:
 def test_the_parser_rejects_what_vllm_would_reject() -> None:
     assert "unrecognized arguments: --max-model-lenn" in parse(["/mnt/models", "--max-model-lenn=8192"])["error"]
     assert "invalid choice" in parse(["/mnt/models", "--dtype=float64x"])["error"]
+
+
+GROUP_FIELDS = (
+    "pipeline_parallel_size",
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "master_port",
+    "distributed_executor_backend",
+    "headless",
+)
+LEADER_ADDRESS = "deepseek-v1-group-0.deepseek-v1-group.service"
+
+
+def as_started(argv: list[str], worker_index: int) -> list[str]:
+    """The arguments as the kubelet starts them: $(VAR) expanded from the environment the LWS
+    controller gives each pod (LWS_LEADER_ADDRESS, LWS_WORKER_INDEX)."""
+    env = {"LWS_LEADER_ADDRESS": LEADER_ADDRESS, "LWS_WORKER_INDEX": str(worker_index)}
+    expanded = []
+    for arg in argv:
+        started = arg
+        for name, value in env.items():
+            started = started.replace(f"$({name})", value)
+        expanded.append(started)
+    return expanded
+
+
+def test_every_pod_of_a_group_parses_to_one_engine_across_the_nodes() -> None:
+    """vLLM's parser on the leader's and each worker's command line (4 nodes x 8 GPUs, two pipeline
+    stages of tensor parallelism over 16 GPUs), and our own checks on what it lets through: each
+    node rank below the node count and distinct, the mp executor (no Ray), headless workers."""
+    spec = VLLMModel.model_validate(
+        {
+            "name": "deepseek",
+            "runtime": "vllm",
+            "gpu": {"mode": "exclusive", "count": 8},
+            "nodes": 4,
+            "tensorParallelSize": 16,
+            "pipelineParallelSize": 2,
+            "maxModelLen": 32768,
+            "versions": [{"name": "v1", "modelUri": "pvc://models/deepseek-v3", "weight": 100}],
+        }
+    )
+    plan = spec.plan(spec.versions[0], GpuNodes())
+    assert plan.workers is not None
+    assert plan.workers.size == 4
+    leader = parse(as_started(server_argv(spec), 0), *GROUP_FIELDS)
+    workers = [parse(as_started(["/mnt/models", *plan.workers.args], index), *GROUP_FIELDS) for index in range(1, 4)]
+    for parsed in (leader, *workers):
+        assert "error" not in parsed, parsed
+        assert (parsed["tensor_parallel_size"], parsed["pipeline_parallel_size"], parsed["nnodes"]) == (16, 2, 4)
+        assert (parsed["master_addr"], parsed["master_port"]) == (LEADER_ADDRESS, 29501)
+        assert parsed["distributed_executor_backend"] == "mp"
+        assert 0 <= parsed["node_rank"] < parsed["nnodes"]
+    assert [p["node_rank"] for p in (leader, *workers)] == [0, 1, 2, 3]
+    assert [p["headless"] for p in (leader, *workers)] == [False, True, True, True]
+    assert leader["served_model_name"] == ["deepseek"]
+
+
+def test_what_vllms_parser_lets_through_is_refused_by_the_config() -> None:
+    """The parser accepts a node rank beyond the node count and Ray as the executor (vLLM checks
+    the rank only when it builds the engine): a stack cannot set these flags for a group."""
+    let_through = parse(
+        ["/mnt/models", "--nnodes=2", "--node-rank=7", "--distributed-executor-backend=ray"], *GROUP_FIELDS
+    )
+    assert (let_through["node_rank"], let_through["distributed_executor_backend"]) == (7, "ray")
+    with pytest.raises(ValidationError) as raised:
+        VLLMModel.model_validate(
+            {
+                "name": "deepseek",
+                "runtime": "vllm",
+                "gpu": {"mode": "exclusive", "count": 8},
+                "nodes": 2,
+                "tensorParallelSize": 8,
+                "args": ["--distributed-executor-backend=ray"],
+                "versions": [
+                    {"name": "v1", "modelUri": "pvc://m/1", "weight": 100, "args": ["--node-rank=7"]},
+                ],
+            }
+        )
+    messages = [(".".join(str(p) for p in e["loc"]), e["msg"]) for e in raised.value.errors()]
+    assert any("--distributed-executor-backend is set by the platform for a multi-node group" in m for _, m in messages)
+    assert any("--node-rank is set by the platform for a multi-node group" in m for _, m in messages)
+    assert "unrecognized arguments" in parse(["/mnt/models", "--nnodes=2", "--headles"])["error"]

@@ -1,7 +1,7 @@
 """Parse `vllm serve` arguments with vLLM's own parser; runs in .venv-vllm, not in the test venv.
 
-Reads a JSON list of arguments on stdin and prints the parsed settings, or the parser's error,
-as JSON. It imports nothing of this project.
+Reads a JSON list of arguments on stdin and prints the parsed settings (FIELDS, and any field
+named on the command line), or the parser's error, as JSON. It imports nothing of this project.
 """
 
 import contextlib
@@ -42,7 +42,7 @@ def main() -> None:
     except (ValueError, TypeError) as error:
         print(json.dumps({"error": f"{type(error).__name__}: {error}"}))
         return
-    print(json.dumps({field: getattr(namespace, field) for field in FIELDS}))
+    print(json.dumps({field: getattr(namespace, field) for field in (*FIELDS, *sys.argv[1:])}))
 
 
 if __name__ == "__main__":

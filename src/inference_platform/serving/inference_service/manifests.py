@@ -22,6 +22,7 @@ from inference_platform.serving.inference_service.args import (
     version_fqdn,
     version_name,
 )
+from inference_platform.serving.inference_service.groups import group_policies, leader_worker_set, scale_target
 from inference_platform.serving.inference_service.pods import (
     config_map,
     deployment,
@@ -64,15 +65,16 @@ def download_policy(args: InferenceServiceArgs, version: ModelVersion) -> dict[s
 def autoscaler(args: InferenceServiceArgs, version: ModelVersion, pod: dict[str, Any]) -> dict[str, Any]:
     """The version's HPA, or with KEDA its ScaledObject (and what wakes it when it sleeps at zero)."""
     spec, metadata = args.model.autoscaling, object_metadata(args, version_name(args, version), version)
+    target = scale_target(args, version)
     if args.keda is None:
-        return horizontal_pod_autoscaler(metadata, spec)
+        return horizontal_pod_autoscaler(metadata, spec, target)
     triggers = target_triggers(spec, args.keda, args.namespace, selector_labels(args, version), args.model.queue_metric)
     if spec.scales_to_zero and version.is_live:
         triggers.append(interceptor_trigger(args.keda, metadata["name"]))
     elif spec.scales_to_zero:
         live = [v.name for v in args.model.versions if v.is_live]
         triggers.append(mirror_trigger(args.keda, args.namespace, args.model.name, live))
-    return scaled_object(metadata, spec, triggers, initial_cooldown_seconds=rollout_timeout_seconds(args, pod))
+    return scaled_object(metadata, spec, triggers, target, initial_cooldown_seconds=rollout_timeout_seconds(args, pod))
 
 
 def waking_manifests(args: InferenceServiceArgs, version: ModelVersion) -> list[dict[str, Any]]:
@@ -149,6 +151,9 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
             objects.append(config_map(args, version, plan))
         workload = deployment(args, version, plan)
         pod = workload["spec"]["template"]["spec"]
+        if plan.workers is not None:
+            workload = leader_worker_set(args, version, workload, plan.workers)
+            pod = workload["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
         objects.append(workload)
         objects.append(version_service(args, version, pod))
         if args.model.autoscaling.enabled:
@@ -161,6 +166,8 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
         download = download_policy(args, version)
         if download is not None:
             objects.append(download)
+        if plan.workers is not None:
+            objects += group_policies(args, version)
     objects += [model_service(args), destination_rule(args), virtual_service(args), mesh_virtual_service(args)]
     objects += protection_manifests(args, plans[-1][1])
     return objects

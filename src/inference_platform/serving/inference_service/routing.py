@@ -11,11 +11,18 @@ from inference_platform.serving.inference_service.args import (
     version_fqdn,
     version_name,
 )
+from inference_platform.serving.inference_service.groups import WORKER_INDEX_LABEL
 from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.waking import through_interceptor
 
 # Clients reach every model on the same port, whatever its runtime listens on.
 MODEL_SERVICE_PORT = 80
+
+
+def serving_selector(args: InferenceServiceArgs, version: ModelVersion | None = None) -> dict[str, str]:
+    """The pods that serve: all of a version's, or of a multi-node group only the leaders."""
+    leaders = {WORKER_INDEX_LABEL: "0"} if args.model.group_size > 1 else {}
+    return selector_labels(args, version) | leaders
 
 
 def version_service(args: InferenceServiceArgs, version: ModelVersion, pod: dict[str, Any]) -> dict[str, Any]:
@@ -36,7 +43,7 @@ def version_service(args: InferenceServiceArgs, version: ModelVersion, pod: dict
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": metadata,
-        "spec": {"type": "ClusterIP", "selector": selector_labels(args, version), "ports": ports},
+        "spec": {"type": "ClusterIP", "selector": serving_selector(args, version), "ports": ports},
     }
 
 
@@ -48,7 +55,7 @@ def model_service(args: InferenceServiceArgs) -> dict[str, Any]:
         "metadata": object_metadata(args, args.model.name),
         "spec": {
             "type": "ClusterIP",
-            "selector": selector_labels(args),
+            "selector": serving_selector(args),
             "ports": [{"name": "http", "port": MODEL_SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}],
         },
     }

@@ -77,16 +77,23 @@ class LLMEngineModel(ModelSpecBase):
                     "set this model's share",
                 )
             )
-        elif self.gpu.device_count is not None and self.gpu.device_count != self.tensor_parallel_size:
-            problems.append(
-                (
-                    "tensorParallelSize",
-                    f"is {self.tensor_parallel_size} but each pod gets {self.gpu.device_count} GPU(s): make them equal",
-                )
-            )
+        else:
+            problems += self._parallel_problems()
         if problems:
             raise config_problems(problems)
         return self
+
+    def _parallel_problems(self) -> list[tuple[str, str]]:
+        """Tensor parallelism spans the pod's GPUs."""
+        if self.gpu.device_count is not None and self.gpu.device_count != self.tensor_parallel_size:
+            count = self.gpu.device_count
+            return [
+                (
+                    "tensorParallelSize",
+                    f"is {self.tensor_parallel_size} but each pod gets {count} GPU(s): make them equal",
+                )
+            ]
+        return []
 
     def memory_utilization(self, gpu_nodes: GpuNodes) -> float | None:
         """The engine's memory share: as set, or sized to a vGPU memory cap so the engine stays inside it."""

@@ -3,20 +3,51 @@
 The served model name is the model's name, so clients call /v1/completions with
 {"model": "<name>"}. Readiness waits on /v1/models: /health answers as soon as the engine
 process lives, long before the weights are loaded.
+
+A model too large for one node sets `nodes`: each replica is then a group of that many pods (a
+LeaderWorkerSet group), run in vLLM's own multi-node mode without Ray. The leader (node rank 0)
+serves the API; the workers run `--headless` with their rank from LWS_WORKER_INDEX and reach the
+leader at LWS_LEADER_ADDRESS, both set in every pod by the LWS controller (the kubelet expands
+$(VAR) in arguments from the container's environment).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+import dataclasses
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
 
 from inference_platform import pins
+from inference_platform.config.base import config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
-from inference_platform.serving.model_spec import ModelVersion
+from inference_platform.serving.model_spec import MAX_NAME_LENGTH, ModelVersion
 from inference_platform.serving.runtimes.base import http_probe
 from inference_platform.serving.runtimes.llm_engine import MODEL_DIR, LLMEngineModel
-from inference_platform.serving.server_plan import ServerPlan
+from inference_platform.serving.server_plan import ServerPlan, WorkerPlan
 
 PORT = 8000
+# The flags that make a replica one engine across its group: set by the platform, never by `args`
+# (vLLM's parser takes the last of a repeated flag, and a node rank or backend it lets through,
+# e.g. --distributed-executor-backend=ray, would split the group).
+GROUP_FLAGS = (
+    "--nnodes",
+    "--node-rank",
+    "--master-addr",
+    "--master-port",
+    "--distributed-executor-backend",
+    "--headless",
+    "--tensor-parallel-size",
+    "--pipeline-parallel-size",
+    "-tp",
+    "-pp",
+    "-n",
+    "-r",
+)
+# torch.distributed's rendezvous on the leader (vLLM's default, named so it is declared).
+MASTER_PORT = 29501
+LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 
 
 class VLLMModel(LLMEngineModel):
@@ -26,6 +57,83 @@ class VLLMModel(LLMEngineModel):
     QUEUE_METRIC: ClassVar[str | None] = "vllm:num_requests_waiting"
 
     runtime: Literal["vllm"]
+    nodes: Annotated[int, Field(ge=1, le=16)] = Field(
+        default=1,
+        description="Nodes one replica spans: a group of this many pods (a leader and workers), each with "
+        "gpu.count GPUs, so the engine spans nodes x gpu.count GPUs.",
+    )
+    pipeline_parallel_size: Annotated[int, Field(ge=1, le=16)] | None = Field(
+        default=None,
+        description="Pipeline stages; `nodes` by default. tensorParallelSize x pipelineParallelSize must equal "
+        "nodes x gpu.count.",
+    )
+
+    @model_validator(mode="after")
+    def _groups(self) -> VLLMModel:
+        if self.nodes == 1:
+            return self
+        problems = []
+        if self.gpu.mode in ("vgpu", "shared"):
+            problems.append(("nodes", f"a group spans whole nodes' GPUs: use gpu mode exclusive, not {self.gpu.mode}"))
+        if self.autoscaling.scales_to_zero:
+            problems.append(("autoscaling.minReplicas", "a multi-node group does not sleep at zero: set 1 or more"))
+        if self.transformer is not None:
+            problems.append(("transformer", "a multi-node group serves from its leader alone: no transformer"))
+        problems += self._group_name_problems()
+        given = [("args", i, a) for i, a in enumerate(self.args)]
+        given += [
+            (f"versions[{v}].args", i, a) for v, version in enumerate(self.versions) for i, a in enumerate(version.args)
+        ]
+        problems += [
+            (f"{where}[{index}]", f"{arg.split('=')[0]} is set by the platform for a multi-node group")
+            for where, index, arg in given
+            if arg.split("=")[0] in GROUP_FLAGS
+        ]
+        if problems:
+            raise config_problems(problems)
+        return self
+
+    def _group_name_problems(self) -> list[tuple[str, str]]:
+        """The LWS controller names a group's pods <model>-<version>-group-<group>-<worker>, and a
+        pod's hostname is its name: a DNS label of at most 63 characters (its webhook refuses more)."""
+        groups = self.autoscaling.max_replicas if "autoscaling" in self.model_fields_set else self.replicas
+        problems = []
+        for index, version in enumerate(self.versions):
+            last = f"{self.name}-{version.name}-group-{max(groups, version.replicas or 0, 1) - 1}-{self.nodes - 1}"
+            if len(last) > MAX_NAME_LENGTH:
+                problems.append(
+                    (
+                        f"versions[{index}].name",
+                        f"'{last}', the name of this version's last group's last pod (its hostname), is {len(last)} "
+                        f"characters; Kubernetes allows {MAX_NAME_LENGTH}: shorten the model or version name",
+                    )
+                )
+        return problems
+
+    @property
+    def group_size(self) -> int:
+        return self.nodes
+
+    @property
+    def pipeline_stages(self) -> int:
+        return self.pipeline_parallel_size if self.pipeline_parallel_size is not None else self.nodes
+
+    def _parallel_problems(self) -> list[tuple[str, str]]:
+        if self.nodes == 1 and self.pipeline_parallel_size is None:
+            return super()._parallel_problems()
+        gpus = self.gpu.device_count
+        if gpus is None:
+            return []
+        tensor, stages = self.tensor_parallel_size, self.pipeline_stages
+        if tensor * stages != self.nodes * gpus:
+            return [
+                (
+                    "tensorParallelSize",
+                    f"tensorParallelSize x pipelineParallelSize is {tensor} x {stages} = {tensor * stages}, but a "
+                    f"replica has {self.nodes} node(s) x {gpus} GPU(s) = {self.nodes * gpus}: make them equal",
+                )
+            ]
+        return []
 
     def server_args(self, gpu_nodes: GpuNodes) -> list[str]:
         args = [
@@ -35,20 +143,35 @@ class VLLMModel(LLMEngineModel):
             f"--tensor-parallel-size={self.tensor_parallel_size}",
             f"--dtype={self.dtype}",
         ]
+        if self.pipeline_stages > 1:
+            args.append(f"--pipeline-parallel-size={self.pipeline_stages}")
         if self.max_model_len is not None:
             args.append(f"--max-model-len={self.max_model_len}")
         utilization = self.memory_utilization(gpu_nodes)
         if utilization is not None:
             args.append(f"--gpu-memory-utilization={utilization}")
+        if self.nodes > 1:
+            args += [
+                f"--nnodes={self.nodes}",
+                f"--master-addr={LEADER_ADDRESS}",
+                f"--master-port={MASTER_PORT}",
+                "--distributed-executor-backend=mp",
+            ]
         return args
 
+    def leader_args(self, gpu_nodes: GpuNodes) -> list[str]:
+        return [*self.server_args(gpu_nodes), "--node-rank=0"] if self.nodes > 1 else self.server_args(gpu_nodes)
+
+    def worker_args(self, gpu_nodes: GpuNodes) -> list[str]:
+        return [*self.server_args(gpu_nodes), f"--node-rank={WORKER_INDEX}", "--headless"]
+
     def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
-        return self.engine_plan(
+        plan = self.engine_plan(
             version,
             image=pins.VLLM_IMAGE,
             # `vllm serve <model dir>`: the image's entrypoint; the older api_server module is deprecated.
             command=["vllm", "serve", MODEL_DIR],
-            args=self.server_args(gpu_nodes),
+            args=self.leader_args(gpu_nodes),
             env={"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
             port=PORT,
             # Loading weights and capturing CUDA graphs takes minutes: allow half an hour.
@@ -56,3 +179,8 @@ class VLLMModel(LLMEngineModel):
             readiness_probe=http_probe("/v1/models", PORT, period=10, failures=3),
             liveness_probe=http_probe("/health", PORT, period=10, failures=3),
         )
+        if self.nodes == 1:
+            return plan
+        # The engine's process is the container's: when a worker's exits, its group is recreated.
+        workers = WorkerPlan(self.nodes, (*self.worker_args(gpu_nodes), *self.args, *version.args))
+        return dataclasses.replace(plan, workers=workers)
