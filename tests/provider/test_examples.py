@@ -105,7 +105,8 @@ def test_the_check_finds_a_misspelt_key_a_wrong_type_and_an_unknown_enum_value()
         "r.domian: not a property",
         "r.domain: required",
         "r.namespace: 5 is not of type string",
-        "r.model.runtime: 'onnx' is not one of ['tfserving', 'torchserve', 'triton', 'mlserver', 'vllm', 'sglang']",
+        "r.model.runtime: 'onnx' is not one of "
+        "['tfserving', 'torchserve', 'triton', 'mlserver', 'vllm', 'sglang', 'custom']",
     ]
 
 

@@ -476,6 +476,10 @@ class Model(TypedDict):
     """Share of the device the engine takes (weights and KV cache); derived from a vGPU memory cap when unset. Only with runtime vllm or sglang."""
     shm_size: NotRequired[str]
     """Shared memory for the workers of tensor-parallel inference. Default: \"2Gi\". Only with runtime vllm or sglang."""
+    nodes: NotRequired[int]
+    """Nodes one replica spans: a group of this many pods (a leader and workers), each with gpu.count GPUs, so the engine spans nodes x gpu.count GPUs. Default: 1. Only with runtime vllm."""
+    pipeline_parallel_size: NotRequired[int]
+    """Pipeline stages; `nodes` by default. tensorParallelSize x pipelineParallelSize must equal nodes x gpu.count. Only with runtime vllm."""
     command: NotRequired[list[str]]
     """Overrides the image's entrypoint. Only with runtime custom."""
     port: NotRequired[int]
@@ -695,6 +699,8 @@ class GpuNodes(TypedDict):
     """GPU nodes in the cluster, for the capacity plan (with gpusPerNode)."""
     gpus_per_node: NotRequired[int]
     """GPUs on each GPU node, for the capacity plan (with count)."""
+    group_topology_key: NotRequired[str]
+    """The node label a multi-node group stays within (LeaderWorkerSet's exclusive topology: one group per domain, e.g. a rack's or an NVLink clique's label); null places groups anywhere. Default: \"topology.kubernetes.io/zone\"."""
 
 
 class KedaConfig(TypedDict):
@@ -704,6 +710,11 @@ class KedaConfig(TypedDict):
     """Raw values of the keda chart, laid over the generated ones."""
     http_add_on_values: NotRequired[dict[str, Any]]
     """Raw values of the keda-add-ons-http chart, laid over the generated ones."""
+
+
+class LeaderWorkerSetConfig(TypedDict):
+    values: NotRequired[dict[str, Any]]
+    """Raw chart values laid over the generated ones."""
 
 
 class PayloadComparatorConfig(TypedDict):
@@ -736,6 +747,8 @@ class PlatformConfig(TypedDict):
     """hpa: an HPA per autoscaled version, custom metrics from prometheus-adapter; keda: a KEDA ScaledObject instead (KEDA installed), which also lets models sleep at zero (minReplicas 0). Default: \"hpa\"."""
     keda: NotRequired[KedaConfig]
     """KEDA, with platform.autoscaler: keda."""
+    leader_worker_set: NotRequired[LeaderWorkerSetConfig]
+    """LeaderWorkerSet's controller, installed when some model spans several nodes (vLLM's nodes)."""
     payload_comparator: NotRequired[PayloadComparatorConfig]
     """The comparator of shadows' answers, deployed when a model sets analysis.payloads.enabled."""
 

@@ -24,17 +24,27 @@ VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 PARSE = Path(__file__).with_name("vllm_parse.py")
 
 
-def parse(argv: list[str], *fields: str) -> dict[str, Any]:
+def run_parser(given: Any, fields: tuple[str, ...]) -> Any:
     assert VLLM_PYTHON.exists(), "vLLM's parser lives in .venv-vllm: run `make test`, which builds it"
     done = subprocess.run(
         [str(VLLM_PYTHON), str(PARSE), *fields],
-        input=json.dumps(argv),
+        input=json.dumps(given),
         capture_output=True,
         text=True,
         check=True,
         timeout=300,
     )
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def parse(argv: list[str], *fields: str) -> dict[str, Any]:
+    result: dict[str, Any] = run_parser(argv, fields)
+    return result
+
+
+def parse_all(argvs: list[list[str]], *fields: str) -> list[dict[str, Any]]:
+    """Several command lines in one run of the parser (importing vLLM takes most of the time)."""
+    result: list[dict[str, Any]] = run_parser(argvs, fields)
     return result
 
 
@@ -132,8 +142,9 @@ def test_every_pod_of_a_group_parses_to_one_engine_across_the_nodes() -> None:
     plan = spec.plan(spec.versions[0], GpuNodes())
     assert plan.workers is not None
     assert plan.workers.size == 4
-    leader = parse(as_started(server_argv(spec), 0), *GROUP_FIELDS)
-    workers = [parse(as_started(["/mnt/models", *plan.workers.args], index), *GROUP_FIELDS) for index in range(1, 4)]
+    command_lines = [as_started(server_argv(spec), 0)]
+    command_lines += [as_started(["/mnt/models", *plan.workers.args], index) for index in range(1, 4)]
+    leader, *workers = parse_all(command_lines, *GROUP_FIELDS)
     for parsed in (leader, *workers):
         assert "error" not in parsed, parsed
         assert (parsed["tensor_parallel_size"], parsed["pipeline_parallel_size"], parsed["nnodes"]) == (16, 2, 4)
@@ -148,8 +159,12 @@ def test_every_pod_of_a_group_parses_to_one_engine_across_the_nodes() -> None:
 def test_what_vllms_parser_lets_through_is_refused_by_the_config() -> None:
     """The parser accepts a node rank beyond the node count and Ray as the executor (vLLM checks
     the rank only when it builds the engine): a stack cannot set these flags for a group."""
-    let_through = parse(
-        ["/mnt/models", "--nnodes=2", "--node-rank=7", "--distributed-executor-backend=ray"], *GROUP_FIELDS
+    let_through, misspelt = parse_all(
+        [
+            ["/mnt/models", "--nnodes=2", "--node-rank=7", "--distributed-executor-backend=ray"],
+            ["/mnt/models", "--nnodes=2", "--headles"],
+        ],
+        *GROUP_FIELDS,
     )
     assert (let_through["node_rank"], let_through["distributed_executor_backend"]) == (7, "ray")
     with pytest.raises(ValidationError) as raised:
@@ -169,4 +184,4 @@ def test_what_vllms_parser_lets_through_is_refused_by_the_config() -> None:
     messages = [(".".join(str(p) for p in e["loc"]), e["msg"]) for e in raised.value.errors()]
     assert any("--distributed-executor-backend is set by the platform for a multi-node group" in m for _, m in messages)
     assert any("--node-rank is set by the platform for a multi-node group" in m for _, m in messages)
-    assert "unrecognized arguments" in parse(["/mnt/models", "--nnodes=2", "--headles"])["error"]
+    assert "unrecognized arguments: --headles" in misspelt["error"]

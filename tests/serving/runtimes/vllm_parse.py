@@ -9,6 +9,7 @@ import io
 import json
 import os
 import sys
+from typing import Any
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # vLLM cannot infer a device on a CPU-only machine
 
@@ -27,8 +28,7 @@ FIELDS = (
 )
 
 
-def main() -> None:
-    argv = json.load(sys.stdin)
+def parse(argv: list[str]) -> dict[str, Any]:
     # allow_abbrev=False: a prefix of a flag must not pass for the flag.
     parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve", allow_abbrev=False))
     errors = io.StringIO()
@@ -37,12 +37,19 @@ def main() -> None:
             namespace = parser.parse_args(argv)
         validate_parsed_serve_args(namespace)
     except SystemExit:
-        print(json.dumps({"error": errors.getvalue().strip().splitlines()[-1]}))
-        return
+        return {"error": errors.getvalue().strip().splitlines()[-1]}
     except (ValueError, TypeError) as error:
-        print(json.dumps({"error": f"{type(error).__name__}: {error}"}))
-        return
-    print(json.dumps({field: getattr(namespace, field) for field in (*FIELDS, *sys.argv[1:])}))
+        return {"error": f"{type(error).__name__}: {error}"}
+    return {field: getattr(namespace, field) for field in (*FIELDS, *sys.argv[1:])}
+
+
+def main() -> None:
+    """One command line (a list of arguments), or several (a list of them) parsed in one process."""
+    given = json.load(sys.stdin)
+    if given and all(isinstance(argv, list) for argv in given):
+        print(json.dumps([parse(argv) for argv in given]))
+    else:
+        print(json.dumps(parse(given)))
 
 
 if __name__ == "__main__":
