@@ -1,7 +1,8 @@
 """Checks of rendered objects against their owners' schemas, not ours.
 
 Kubernetes kinds: the API's own OpenAPI schemas via kubernetes-validate, strict (unknown fields
-fail). Istio kinds: the pydantic types generated from Istio's CRDs (cloudcoil). Those ignore
+fail). LeaderWorkerSets: the CRD the pinned lws chart ships, made strict as the API server applies
+it. Istio kinds: the pydantic types generated from Istio's CRDs (cloudcoil). Those ignore
 unknown fields, so an object must also survive a round trip unchanged: a misspelt key, dropped
 by the model, then shows up as a difference.
 """
@@ -10,13 +11,20 @@ from __future__ import annotations
 
 import functools
 import json
+import tarfile
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
+import yaml
 from cloudcoil.models.istio.networking import v1 as istio_networking
 from cloudcoil.models.istio.networking import v1alpha3 as istio_networking_v1alpha3
 from cloudcoil.models.istio.security import v1 as istio_security
 from kubernetes_validate import utils as kubernetes_validate_utils
+
+from inference_platform import pins
+from tests.conftest import charts_dir
+from tests.stacks.cluster_checks import crd_schema_validators
 
 KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 
@@ -61,6 +69,28 @@ def validate_istio(manifest: dict[str, Any]) -> None:
         raise IstioSchemaError(f"{manifest['kind']} has fields Istio does not know, or values it coerces")
 
 
+LWS_CRD = "lws/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+
+
+@functools.cache
+def lws_validator() -> jsonschema.Draft7Validator:
+    """LeaderWorkerSet's schema from the pinned chart's tarball (skips, saying why, without it)."""
+    with tarfile.open(charts_dir() / f"{pins.LWS.chart}-{pins.LWS.version}.tgz") as archive:
+        member = archive.extractfile(LWS_CRD)
+        assert member is not None
+        crd = yaml.safe_load(member)
+    return crd_schema_validators(json.dumps([crd]))[("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")]
+
+
+def validate_lws(manifest: dict[str, Any]) -> None:
+    errors = [
+        f"{'.'.join(str(p) for p in error.absolute_path)}: {error.message}"
+        for error in lws_validator().iter_errors(manifest)
+    ]
+    if errors:
+        raise jsonschema.ValidationError("; ".join(errors))
+
+
 _VALID: set[str] = set()
 
 
@@ -71,6 +101,8 @@ def validate(manifest: dict[str, Any]) -> None:
         return
     if is_istio(manifest):
         validate_istio(manifest)
+    elif manifest["apiVersion"] == "leaderworkerset.x-k8s.io/v1":
+        validate_lws(manifest)
     else:
         validate_kubernetes(manifest)
     _VALID.add(key)

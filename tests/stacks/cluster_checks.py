@@ -96,7 +96,7 @@ ENVELOPE = {
 
 
 @functools.cache
-def _crd_validators(crds_json: str) -> dict[tuple[str, str], jsonschema.Draft7Validator]:
+def crd_schema_validators(crds_json: str) -> dict[tuple[str, str], jsonschema.Draft7Validator]:
     validators = {}
     for crd in json.loads(crds_json):
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
@@ -111,7 +111,7 @@ def _crd_validators(crds_json: str) -> dict[tuple[str, str], jsonschema.Draft7Va
 
 def crd_validators(cluster: Cluster) -> dict[tuple[str, str], jsonschema.Draft7Validator]:
     crds = cluster.of_kind("CustomResourceDefinition")
-    return _crd_validators(json.dumps(crds, sort_keys=True))
+    return crd_schema_validators(json.dumps(crds, sort_keys=True))
 
 
 def custom_resource_problems(cluster: Cluster) -> list[str]:
@@ -780,4 +780,39 @@ def _group_reach_problems(cluster: Cluster, members: list[Pod], others: list[Pod
     for source, destination, port in product(others, members, GROUP_PROBE_PORTS):
         if cluster.network_admits(source, destination, port):
             problems.append(f"{source.owner}, outside the group, reaches {destination.owner} on {port}")
+    return problems
+
+
+# --- Probes: each asks a port its container has ---------------------------------------------------
+
+PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+
+
+def probe_problems(cluster: Cluster) -> list[str]:
+    """Every probe's port is one its container declares: a named port must exist (the kubelet
+    refuses the pod otherwise), and in the program's pods a number must be a declared
+    containerPort too (a probe on a port nothing declares is a server that listens elsewhere).
+    Chart pods may probe ports they do not list, as upstream writes them."""
+    program = tuple(
+        f"{o['kind']} {o['metadata'].get('namespace')}/{o['metadata']['name']}"
+        for o in cluster.program
+        if "namespace" in o["metadata"]
+    )
+    problems = []
+    for pod in cluster.pods():
+        ours = pod.owner.startswith(program)
+        for container in [*(pod.spec.get("initContainers") or []), *(pod.spec.get("containers") or [])]:
+            declared = {port.get("name"): port["containerPort"] for port in container.get("ports") or []}
+            for kind in PROBES:
+                action = next(
+                    (a for key in ("httpGet", "tcpSocket", "grpc") if (a := dig(container, kind, key)) is not None),
+                    None,
+                )
+                if action is None:
+                    continue
+                port = action["port"]
+                if isinstance(port, str) and port not in declared:
+                    problems.append(f"{pod.owner} {container['name']} {kind}: no container port named {port}")
+                elif isinstance(port, int) and ours and port not in declared.values():
+                    problems.append(f"{pod.owner} {container['name']} {kind}: port {port} is not a container port")
     return problems

@@ -56,6 +56,7 @@ SEAMS = {
     "grafana reads prometheus, has the dashboards and its admin secret": checks.grafana_problems,
     "one autoscaler a workload, each ScaledObject as KEDA's webhook wants it": checks.keda_webhook_problems,
     "interceptor routes: a Host claimed once, its Service, the woken version's pods": checks.interceptor_route_problems,
+    "probes ask ports their containers declare": checks.probe_problems,
     "leader worker sets: lws's webhook rules, leaders alone serve, a group reaches only itself": (
         checks.leader_worker_set_problems
     ),
@@ -372,3 +373,15 @@ def test_what_lws_refuses_and_a_group_opened_too_wide_are_found(keda: Rendered) 
     assert any(
         "group 1 worker cannot reach LeaderWorkerSet service/deepseek-v1-group group 1 leader" in p for p in problems
     )
+
+
+def test_a_probe_on_a_port_the_container_lacks_is_found(dev: Rendered) -> None:
+    cluster = broken(dev)
+    container = find(cluster.program, "Deployment", "iris-v1")["spec"]["template"]["spec"]["containers"][0]
+    container["readinessProbe"]["httpGet"]["port"] = 9999
+    container["livenessProbe"] = {"tcpSocket": {"port": "metricz"}}
+    problems = checks.probe_problems(cluster)
+    assert problems == [
+        "Deployment service/iris-v1 predictor readinessProbe: port 9999 is not a container port",
+        "Deployment service/iris-v1 predictor livenessProbe: no container port named metricz",
+    ]

@@ -52,12 +52,15 @@ def test_every_chart_comes_from_its_pin(full: RenderResult) -> None:
         "hami": (pins.HAMI, "kube-system", "helm.v3.Release"),
         "metrics-server": (pins.METRICS_SERVER, "kube-system", "helm.v4.Chart"),
         "grafana": (pins.GRAFANA, "monitoring", "helm.v4.Chart"),
+        "lws": (pins.LWS, "lws-system", "helm.v4.Chart"),
     }
     found = charts(full)
     assert found.keys() == expected.keys()
     for name, (pin, namespace, kind) in expected.items():
         chart = found[name]
-        assert (chart["repository"], chart["chart"], chart["version"]) == (pin.repository, pin.chart, pin.version)
+        # An OCI chart is named by its reference alone (helm.v4.Chart takes no repository for it).
+        source = (None, f"{pin.repository}/{pin.chart}") if pin.is_oci else (pin.repository, pin.chart)
+        assert (chart["repository"], chart["chart"], chart["version"]) == (*source, pin.version)
         assert (chart["namespace"], chart["kind"]) == (namespace, kind)
 
 
@@ -388,3 +391,25 @@ def test_only_the_interceptors_pods_are_labelled_for_the_mesh(render_config: Ren
     }
     assert run("kubernetes:apps/v1:Deployment", deployment("keda-add-ons-http-external-scaler")) is None
     assert run("kubernetes:core/v1:Service", {"metadata": {"name": "keda-add-ons-http-interceptor"}}) is None
+
+
+def test_the_lws_controller_comes_only_with_a_model_across_nodes(render_config: Render) -> None:
+    config = base_config()
+    assert "lws" not in charts(render_config(config))
+    config["inference-platform:models"].append(
+        {
+            "name": "deepseek",
+            "runtime": "vllm",
+            "gpu": {"mode": "exclusive", "count": 8},
+            "nodes": 2,
+            "tensorParallelSize": 8,
+            "versions": [{"name": "v1", "modelUri": "pvc://models/deepseek-v3", "weight": 100}],
+        }
+    )
+    lws = charts(render_config(config))["lws"]
+    assert (lws["chart"], lws["version"], lws["namespace"]) == (
+        "oci://registry.k8s.io/lws/charts/lws",
+        "v0.10.0",
+        "lws-system",
+    )
+    assert lws["values"]["resources"]["limits"] == {"cpu": "1", "memory": "1Gi"}

@@ -30,6 +30,8 @@ def lws_values() -> dict[str, Any]:
         # The chart requests a whole CPU and a GiB with no limits; the policy pack wants limits.
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
         "podSecurityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        # Pinned to the chart's own tag; the pod pulls it as every pod of the platform does.
+        "image": {"manager": {"pullPolicy": "Always"}},
     }
 
 
