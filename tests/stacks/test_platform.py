@@ -14,6 +14,7 @@ from inference_platform.cli.render_files import chart_documents
 from inference_platform.platform.gpu_nodes import GPU_RESOURCE
 from inference_platform.platform.hami import GPU_CORES_RESOURCE, GPU_MEMORY_PERCENT_RESOURCE, GPU_MEMORY_RESOURCE
 from tests.conftest import base_config, full_config
+from tests.serving.test_multi_node import group
 
 Render = Callable[[dict[str, Any]], RenderResult]
 
@@ -396,16 +397,7 @@ def test_only_the_interceptors_pods_are_labelled_for_the_mesh(render_config: Ren
 def test_the_lws_controller_comes_only_with_a_model_across_nodes(render_config: Render) -> None:
     config = base_config()
     assert "lws" not in charts(render_config(config))
-    config["inference-platform:models"].append(
-        {
-            "name": "deepseek",
-            "runtime": "vllm",
-            "gpu": {"mode": "exclusive", "count": 8},
-            "nodes": 2,
-            "tensorParallelSize": 8,
-            "versions": [{"name": "v1", "modelUri": "pvc://models/deepseek-v3", "weight": 100}],
-        }
-    )
+    config["inference-platform:models"].append(group())
     lws = charts(render_config(config))["lws"]
     assert (lws["chart"], lws["version"], lws["namespace"]) == (
         "oci://registry.k8s.io/lws/charts/lws",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, model_validator
@@ -204,16 +205,9 @@ class ModelSpecBase(ConfigModel):
     @model_validator(mode="after")
     def _check_versions(self) -> ModelSpecBase:
         problems = duplicate_problems([v.name for v in self.versions], "versions[{}].name", "version")
-        for index, version in enumerate(self.versions):
-            derived = f"{self.name}-{version.name}"
-            if len(derived) > MAX_NAME_LENGTH:
-                problems.append(
-                    (
-                        f"versions[{index}].name",
-                        f"'{derived}', the name of this version's Deployment and Service, is {len(derived)} "
-                        f"characters; Kubernetes allows {MAX_NAME_LENGTH}: shorten the model or version name",
-                    )
-                )
+        problems += self.version_name_problems(
+            lambda version: f"{self.name}-{version.name}", "the name of this version's Deployment and Service"
+        )
         if self.transformer is not None:
             port = self.transformer.port
             if port in self.server_ports.values() or port in ISTIO_PORTS:
@@ -248,6 +242,21 @@ class ModelSpecBase(ConfigModel):
         if problems:
             raise config_problems(problems)
         return self
+
+    def version_name_problems(self, derive: Callable[[ModelVersion], str], what: str) -> list[tuple[str, str]]:
+        """A problem at each version whose derived Kubernetes name (`derive`) passes 63 characters."""
+        problems = []
+        for index, version in enumerate(self.versions):
+            derived = derive(version)
+            if len(derived) > MAX_NAME_LENGTH:
+                problems.append(
+                    (
+                        f"versions[{index}].name",
+                        f"'{derived}', {what}, is {len(derived)} characters; Kubernetes allows {MAX_NAME_LENGTH}: "
+                        "shorten the model or version name",
+                    )
+                )
+        return problems
 
     def _autoscaling_problems(self) -> list[tuple[str, str]]:
         problems = []

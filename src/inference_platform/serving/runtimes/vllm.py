@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 from inference_platform import pins
 from inference_platform.config.base import config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
-from inference_platform.serving.model_spec import MAX_NAME_LENGTH, ModelVersion
+from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.runtimes.base import http_probe
 from inference_platform.serving.runtimes.llm_engine import MODEL_DIR, LLMEngineModel
 from inference_platform.serving.server_plan import ServerPlan, WorkerPlan
@@ -97,18 +97,11 @@ class VLLMModel(LLMEngineModel):
         """The LWS controller names a group's pods <model>-<version>-group-<group>-<worker>, and a
         pod's hostname is its name: a DNS label of at most 63 characters (its webhook refuses more)."""
         groups = self.autoscaling.max_replicas if "autoscaling" in self.model_fields_set else self.replicas
-        problems = []
-        for index, version in enumerate(self.versions):
-            last = f"{self.name}-{version.name}-group-{max(groups, version.replicas or 0, 1) - 1}-{self.nodes - 1}"
-            if len(last) > MAX_NAME_LENGTH:
-                problems.append(
-                    (
-                        f"versions[{index}].name",
-                        f"'{last}', the name of this version's last group's last pod (its hostname), is {len(last)} "
-                        f"characters; Kubernetes allows {MAX_NAME_LENGTH}: shorten the model or version name",
-                    )
-                )
-        return problems
+
+        def last_pod(version: ModelVersion) -> str:
+            return f"{self.name}-{version.name}-group-{max(groups, version.replicas or 0, 1) - 1}-{self.nodes - 1}"
+
+        return self.version_name_problems(last_pod, "the name of this version's last group's last pod (its hostname)")
 
     @property
     def group_size(self) -> int:
