@@ -40,6 +40,11 @@ class ChartPin:
     def is_oci(self) -> bool:
         return self.repository.startswith("oci://")
 
+    @property
+    def reference(self) -> str:
+        """How Helm names the chart: an OCI chart by its full reference, a repository's by its name."""
+        return f"{self.repository}/{self.chart}" if self.is_oci else self.chart
+
 
 ISTIO_REPOSITORY = "https://istio-release.storage.googleapis.com/charts"
 ISTIO_VERSION = "1.30.3"

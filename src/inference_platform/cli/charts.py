@@ -31,6 +31,7 @@ import pulumi
 import yaml
 
 from inference_platform.cli.helm import HelmNotFoundError, find_helm
+from inference_platform.pins import ChartPin
 
 CHARTS_DIR_ENV = "INFRA_CHARTS_DIR"
 CACHE_DIR_ENV = "INFRA_CHARTS_CACHE"
@@ -93,6 +94,10 @@ class ChartRelease:
         )
 
     @property
+    def pin(self) -> ChartPin:
+        return ChartPin(self.repository, self.chart, self.version)
+
+    @property
     def tarball_name(self) -> str:
         return f"{self.chart}-{self.version}.tgz"
 
@@ -116,10 +121,8 @@ class ChartSource:
         path = self.directory / release.tarball_name
         if not path.is_file() and self.pull:
             self.directory.mkdir(parents=True, exist_ok=True)
-            if release.repository.startswith("oci://"):
-                source = [f"{release.repository}/{release.chart}"]
-            else:
-                source = [release.chart, "--repo", release.repository]
+            pin = release.pin
+            source = [pin.reference] if pin.is_oci else [pin.chart, "--repo", pin.repository]
             _run(
                 [str(helm), "pull", *source, "--version", release.version],
                 f"helm pull {release.chart} {release.version} from {release.repository}",

@@ -27,23 +27,14 @@ def chart(
     release: str, pin: ChartPin, namespace: str, values: Mapping[str, Any], opts: pulumi.ResourceOptions
 ) -> k8s.helm.v4.Chart:
     """helm.v4.Chart: every object of the chart becomes its own resource (per-object previews, policies)."""
-    if pin.is_oci:  # an OCI chart is named by its reference, with no repository
-        return k8s.helm.v4.Chart(
-            release,
-            name=release,
-            chart=f"{pin.repository}/{pin.chart}",
-            version=pin.version,
-            namespace=namespace,
-            values=dict(values),
-            opts=opts,
-        )
     return k8s.helm.v4.Chart(
         release,
         name=release,
-        chart=pin.chart,
+        chart=pin.reference,
         version=pin.version,
         namespace=namespace,
-        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=pin.repository),
+        # An OCI chart has no repository: its reference names it whole.
+        repository_opts=None if pin.is_oci else k8s.helm.v4.RepositoryOptsArgs(repo=pin.repository),
         values=dict(values),
         opts=opts,
     )

@@ -30,8 +30,13 @@ def http_probe(path: str, port: int, *, period: int, failures: int, timeout: int
     }
 
 
-def tcp_probe(port: int, *, period: int, failures: int) -> dict[str, Any]:
-    return {"tcpSocket": {"port": port}, "periodSeconds": period, "failureThreshold": failures, "timeoutSeconds": 5}
+def tcp_probe(port: int, *, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
+    return {
+        "tcpSocket": {"port": port},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+        "timeoutSeconds": timeout,
+    }
 
 
 def exec_probe(command: list[str], *, period: int, failures: int) -> dict[str, Any]:

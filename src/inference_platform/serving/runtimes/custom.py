@@ -55,9 +55,7 @@ class ProbeSpec(ConfigModel):
     def to_kubernetes(self, serving_port: int, *, failures: int | None = None) -> dict[str, Any]:
         port, failures = self.port or serving_port, failures or self.failure_threshold
         if self.path is None:
-            return tcp_probe(port, period=PROBE_PERIOD_SECONDS, failures=failures) | {
-                "timeoutSeconds": self.timeout_seconds
-            }
+            return tcp_probe(port, period=PROBE_PERIOD_SECONDS, failures=failures, timeout=self.timeout_seconds)
         return http_probe(self.path, port, period=PROBE_PERIOD_SECONDS, failures=failures, timeout=self.timeout_seconds)
 
 
