@@ -24,11 +24,14 @@ _TYPED: dict[tuple[str, str], Any] = {
 _ARGUMENTS = {"stringData": "string_data", "automountServiceAccountToken": "automount_service_account_token"}
 
 
-def register(manifest: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> pulumi.CustomResource:
-    """Register one object; its logical name is its metadata.name, unique among objects of a kind."""
+def register(
+    manifest: dict[str, Any], opts: pulumi.ResourceOptions | None = None, *, name: str | None = None
+) -> pulumi.CustomResource:
+    """Register one object; its logical name is its metadata.name (or `name` where objects of a
+    kind share one in several namespaces), unique among objects of a kind."""
     api_version, kind = manifest["apiVersion"], manifest["kind"]
     fields = {_ARGUMENTS.get(key, key): value for key, value in manifest.items() if key not in ("apiVersion", "kind")}
-    name = manifest["metadata"]["name"]
+    name = name or manifest["metadata"]["name"]
     typed = _TYPED.get((api_version, kind))
     if typed is not None:
         resource: pulumi.CustomResource = typed(name, opts=opts, **fields)

@@ -15,6 +15,7 @@ from inference_platform.platform.helm import chart, merge_values
 
 RELEASE = "dcgm-exporter"
 PORT = 9400
+POD_LABELS = {"app.kubernetes.io/name": "dcgm-exporter", "app.kubernetes.io/instance": RELEASE}
 
 
 class DcgmExporterConfig(ConfigModel):

@@ -16,6 +16,8 @@ from inference_platform.kube import register
 from inference_platform.platform.helm import chart, merge_values
 
 RELEASE = "grafana"
+POD_LABELS = {"app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": RELEASE}
+LISTEN_PORT = 3000
 SERVICE_PORT = 80
 ADMIN_USER = "admin"
 ADMIN_SECRET = "grafana-admin"

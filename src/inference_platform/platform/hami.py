@@ -13,11 +13,18 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label
 from inference_platform.platform.gpu_nodes import GPU_RESOURCE, GpuNodes
-from inference_platform.platform.helm import merge_values, release
+from inference_platform.platform.helm import merge_values, own_namespace, release
 
 RELEASE = "hami"
 MONITOR_PORT = 9394
 SCHEDULER_NAME = "hami-scheduler"
+# The chart's pods: the scheduler (with the admission webhook the API server calls on WEBHOOK_PORT),
+# the device plugin on every GPU node (its monitor's metrics on MONITOR_PORT), and the hook Jobs
+# that make the webhook's certificate.
+SCHEDULER_POD_LABELS = {"app.kubernetes.io/name": "hami", "app.kubernetes.io/component": "hami-scheduler"}
+DEVICE_PLUGIN_POD_LABELS = {"app.kubernetes.io/name": "hami", "app.kubernetes.io/component": "hami-device-plugin"}
+ADMISSION_JOB_POD_LABELS = {"app.kubernetes.io/name": "hami", "app.kubernetes.io/component": "admission-webhook"}
+WEBHOOK_PORT = 443
 
 # The resources HAMi's device plugin serves (besides nvidia.com/gpu, the count of vGPUs): what
 # vGPU pods request (serving/gpu.py) and what the chart is told to serve.
@@ -46,7 +53,11 @@ class KubeSchedulerImage(ConfigModel):
 
 class HamiConfig(ConfigModel):
     enabled: bool = Field(default=False, description="GPU sharing with HAMi: lets models use gpu: vgpu.")
-    namespace: DNS1123Label = "kube-system"
+    namespace: DNS1123Label = Field(
+        default="hami-system",
+        description="HAMi's own namespace, closed like the platform's others; kube-system for clusters that "
+        "must keep it there (its pods then get policies of their own, and kube-system no default deny).",
+    )
     kube_scheduler_image: KubeSchedulerImage = Field(default_factory=KubeSchedulerImage)
     memory_scaling: Annotated[float, Field(gt=0, le=10)] = Field(
         default=1,
@@ -136,6 +147,7 @@ class Hami(pulumi.ComponentResource):
     ) -> None:
         super().__init__("inference-platform:platform:Hami", name, None, opts)
         values = merge_values(hami_values(config, nodes, kubernetes_version), config.values)
-        release(RELEASE, pins.HAMI, config.namespace, values, pulumi.ResourceOptions(parent=self))
+        waits = own_namespace(config.namespace, self)
+        release(RELEASE, pins.HAMI, config.namespace, values, pulumi.ResourceOptions(parent=self, depends_on=waits))
         self.scheduler = pulumi.Output.from_input(SCHEDULER_NAME)
         self.register_outputs({"scheduler": self.scheduler})

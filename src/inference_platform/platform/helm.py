@@ -9,6 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from inference_platform.kube import register
 from inference_platform.pins import ChartPin
 
 
@@ -56,3 +57,14 @@ def release(
         cleanup_on_fail=True,
         opts=opts,
     )
+
+
+BUILT_IN_NAMESPACES = ("kube-system", "default")
+
+
+def own_namespace(name: str, parent: pulumi.Resource) -> list[pulumi.Resource]:
+    """A chart's namespace, created unless the cluster has it already; what the chart waits for."""
+    if name in BUILT_IN_NAMESPACES:
+        return []
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    return [register(manifest, pulumi.ResourceOptions(parent=parent))]

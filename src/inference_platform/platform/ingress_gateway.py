@@ -24,6 +24,15 @@ GATEWAY_RELEASE = "istio-ingressgateway"
 # What the chart would derive from the release name without "istio-"; set explicitly as the
 # gateway pods' labels, so a different selector cannot leave the Gateway object selecting nothing.
 DEFAULT_GATEWAY_SELECTOR = {"istio": "ingressgateway"}
+# istiod's pods and ports (the istiod chart): sidecars and gateways fetch config and certificates
+# on XDS_PORT, the API server calls its injection and validation webhooks on WEBHOOK_PORT, and
+# Prometheus scrapes MONITORING_PORT (its pods' annotation).
+ISTIOD_POD_LABELS = {"app": "istiod"}
+ISTIOD_XDS_PORT = 15012
+ISTIOD_WEBHOOK_PORT = 15017
+ISTIOD_MONITORING_PORT = 15014
+# The gateway's listeners (the Service's targetPorts) and its status port, which load balancers probe.
+GATEWAY_PORTS = (80, 443, 15021)
 
 
 class GatewayRef(ConfigModel):

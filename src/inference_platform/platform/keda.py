@@ -31,6 +31,19 @@ EXTERNAL_SCALER_SERVICE = f"{HTTP_ADD_ON_RELEASE}-external-scaler"
 EXTERNAL_SCALER_PORT = 9090
 # The label Istio's injector looks for on a pod in a namespace that is not injected.
 SIDECAR_LABEL = {"sidecar.istio.io/inject": "true"}
+# KEDA's pods (the keda chart): the operator (its gRPC metrics service on OPERATOR_PORT), the
+# external metrics API the API server aggregates, and the admission webhooks.
+OPERATOR_POD_LABELS = {"app": "keda-operator"}
+OPERATOR_PORT = 9666
+METRICS_API_POD_LABELS = {"app": "keda-operator-metrics-apiserver"}
+METRICS_API_PORT = 6443
+ADMISSION_POD_LABELS = {"app": "keda-admission-webhooks"}
+ADMISSION_PORT = 9443
+# The HTTP add-on's other pods: the scaler KEDA asks (it asks the interceptors' admin port for
+# pending requests) and the operator that watches InterceptorRoutes.
+INTERCEPTOR_ADMIN_PORT = 9090
+SCALER_POD_LABELS = {"app.kubernetes.io/component": "scaler", "app.kubernetes.io/name": "http-add-on"}
+ADD_ON_OPERATOR_POD_LABELS = {"app.kubernetes.io/component": "operator", "app.kubernetes.io/name": "http-add-on"}
 
 
 class KedaConfig(ConfigModel):

@@ -19,6 +19,9 @@ RELEASE = "lws"
 # The chart's CRDs name their conversion webhook's Service in this namespace (lws-webhook-service
 # in lws-system), whatever the release's namespace: the controller must run there.
 NAMESPACE = "lws-system"
+POD_LABELS = {"app.kubernetes.io/name": "lws", "control-plane": "controller-manager"}
+# The controller's webhooks (validation, defaults, the CRD's conversion).
+WEBHOOK_PORT = 9443
 
 
 class LeaderWorkerSetConfig(ConfigModel):

@@ -13,10 +13,13 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label
-from inference_platform.platform.helm import chart, merge_values
+from inference_platform.platform.helm import chart, merge_values, own_namespace
 
 RELEASE = "metrics-server"
 API_GROUP = "metrics.k8s.io"
+POD_LABELS = {"app.kubernetes.io/name": "metrics-server", "app.kubernetes.io/instance": RELEASE}
+# The resource metrics API the API server aggregates.
+API_PORT = 10250
 
 
 class MetricsServerConfig(ConfigModel):
@@ -24,7 +27,11 @@ class MetricsServerConfig(ConfigModel):
         default="auto",
         description="auto: installed when any model scales on CPU or memory; false on clusters that ship their own.",
     )
-    namespace: DNS1123Label = "kube-system"
+    namespace: DNS1123Label = Field(
+        default="metrics-server",
+        description="metrics-server's own namespace, closed like the platform's others; kube-system for clusters "
+        "that must keep it there (its pods then get a policy of their own, and kube-system no default deny).",
+    )
     kubelet_insecure_tls: bool = Field(
         default=False,
         description="Skip verifying kubelets' serving certificates: only for clusters whose kubelets "
@@ -50,6 +57,13 @@ class MetricsServer(pulumi.ComponentResource):
     def __init__(self, name: str, config: MetricsServerConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:MetricsServer", name, None, opts)
         values = merge_values(metrics_server_values(config), config.values)
-        chart(RELEASE, pins.METRICS_SERVER, config.namespace, values, pulumi.ResourceOptions(parent=self))
+        waits = own_namespace(config.namespace, self)
+        chart(
+            RELEASE,
+            pins.METRICS_SERVER,
+            config.namespace,
+            values,
+            pulumi.ResourceOptions(parent=self, depends_on=waits),
+        )
         self.api_group = pulumi.Output.from_input(API_GROUP)
         self.register_outputs({"apiGroup": self.api_group})

@@ -41,6 +41,8 @@ CHART_DEFAULT_JOBS = (
 # Our label on the server's pods, so network policies can let in Prometheus and nothing else
 # from its namespace.
 SCRAPER_POD_LABELS = {"inference-platform.io/role": "metrics-scraper"}
+# What the server container listens on, behind the Service's SERVER_PORT.
+LISTEN_PORT = 9090
 Subchart = Literal["alertmanager", "kube-state-metrics", "prometheus-node-exporter", "prometheus-pushgateway"]
 SUBCHARTS: tuple[Subchart, ...] = get_args(Subchart)
 

@@ -13,6 +13,9 @@ from inference_platform.platform import custom_metrics
 from inference_platform.platform.helm import chart, merge_values
 
 RELEASE = "prometheus-adapter"
+POD_LABELS = {"app.kubernetes.io/name": "prometheus-adapter", "app.kubernetes.io/instance": RELEASE}
+# The custom metrics API the API server aggregates.
+API_PORT = 6443
 
 
 class PrometheusAdapterConfig(ConfigModel):

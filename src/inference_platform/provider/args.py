@@ -626,7 +626,7 @@ class MetricsServerConfig(TypedDict):
     enabled: NotRequired[Any]
     """auto: installed when any model scales on CPU or memory; false on clusters that ship their own. Default: \"auto\"."""
     namespace: NotRequired[str]
-    """Default: \"kube-system\"."""
+    """metrics-server's own namespace, closed like the platform's others; kube-system for clusters that must keep it there (its pods then get a policy of their own, and kube-system no default deny). Default: \"metrics-server\"."""
     kubelet_insecure_tls: NotRequired[bool]
     """Skip verifying kubelets' serving certificates: only for clusters whose kubelets serve self-signed ones (kind). Default: false."""
     values: NotRequired[dict[str, Any]]
@@ -668,7 +668,7 @@ class HamiConfig(TypedDict):
     enabled: NotRequired[bool]
     """GPU sharing with HAMi: lets models use gpu: vgpu. Default: false."""
     namespace: NotRequired[str]
-    """Default: \"kube-system\"."""
+    """HAMi's own namespace, closed like the platform's others; kube-system for clusters that must keep it there (its pods then get policies of their own, and kube-system no default deny). Default: \"hami-system\"."""
     kube_scheduler_image: NotRequired[KubeSchedulerImage]
     memory_scaling: NotRequired[float]
     """HAMi's deviceMemoryScaling: above 1 hands out more GPU memory than a device has, backed by host memory (idle models), at the risk of out-of-memory errors when they all wake. Default: 1."""
@@ -717,6 +717,24 @@ class LeaderWorkerSetConfig(TypedDict):
     """Raw chart values laid over the generated ones."""
 
 
+class AddressRange(TypedDict):
+    cidrs: list[str]
+    """CIDR blocks (10.0.0.0/8, 172.18.0.2/32)."""
+    ports: list[int]
+    """TCP ports on those addresses."""
+
+
+class NetworkConfig(TypedDict):
+    """How the platform's namespaces are closed, and where the cluster's own endpoints are."""
+
+    closed: NotRequired[bool]
+    """A default deny (ingress and egress) in every namespace the platform runs pods in, and exactly the edges its workloads need; false leaves them open (the models' namespace stays closed). Default: true."""
+    api_server: NotRequired[AddressRange]
+    """Where the API server is, as pods' traffic reaches it (after the kubernetes Service's translation: its endpoints, `kubectl get endpoints kubernetes`), and where its calls to webhooks and aggregated APIs come from. The default, the private ranges on 443 and 6443, fits most clusters; narrow it."""
+    kubelets: NotRequired[AddressRange]
+    """The nodes' kubelets, which metrics-server scrapes (the nodes' addresses)."""
+
+
 class PayloadComparatorConfig(TypedDict):
     """The comparator's image, resources and memory budget."""
 
@@ -749,6 +767,8 @@ class PlatformConfig(TypedDict):
     """KEDA, with platform.autoscaler: keda."""
     leader_worker_set: NotRequired[LeaderWorkerSetConfig]
     """LeaderWorkerSet's controller, installed when some model spans several nodes (vLLM's nodes)."""
+    network: NotRequired[NetworkConfig]
+    """The platform's own namespaces closed edge by edge, and where the API server and kubelets are."""
     payload_comparator: NotRequired[PayloadComparatorConfig]
     """The comparator of shadows' answers, deployed when a model sets analysis.payloads.enabled."""
 

@@ -34,6 +34,7 @@ from inference_platform.platform.ingress_gateway import IngressGatewayConfig
 from inference_platform.platform.keda import HttpAddOnRef, KedaConfig, KedaRef
 from inference_platform.platform.leader_worker_set import LeaderWorkerSetConfig
 from inference_platform.platform.metrics_server import MetricsServerConfig
+from inference_platform.platform.network import NetworkConfig
 from inference_platform.platform.prometheus import SERVER_PORT, PrometheusConfig
 from inference_platform.platform.prometheus_adapter import PrometheusAdapterConfig
 from inference_platform.serving.gpu import GPU_MODE_UNION, VirtualGpu
@@ -73,6 +74,10 @@ class PlatformConfig(ConfigModel):
     leader_worker_set: LeaderWorkerSetConfig = Field(
         default_factory=LeaderWorkerSetConfig,
         description="LeaderWorkerSet's controller, installed when some model spans several nodes (vLLM's nodes).",
+    )
+    network: NetworkConfig = Field(
+        default_factory=NetworkConfig,
+        description="The platform's own namespaces closed edge by edge, and where the API server and kubelets are.",
     )
     payload_comparator: PayloadComparatorConfig = Field(
         default_factory=PayloadComparatorConfig,

@@ -15,10 +15,12 @@ from inference_platform.platform.ingress_gateway import IngressGateway, IngressG
 from inference_platform.platform.keda import Keda
 from inference_platform.platform.leader_worker_set import LeaderWorkerSetController
 from inference_platform.platform.metrics_server import MetricsServer
+from inference_platform.platform.network import PlatformNetwork
 from inference_platform.platform.prometheus import SERVER_PORT, Prometheus, RuleFiles
 from inference_platform.platform.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from inference_platform.serving.analysis_spec import AnalysisSpec
 from inference_platform.stack.config import StackConfig
+from inference_platform.stack.network import platform_edges
 
 
 @dataclass
@@ -52,15 +54,18 @@ def deploy_platform(config: StackConfig, parent: pulumi.Resource | None = None) 
     outputs = result.outputs
     under = pulumi.ResourceOptions(parent=parent)
     prometheus: Prometheus | None = None
+    components: list[pulumi.Resource] = []
     if platform.ingress.enabled:
         ingress = IngressGateway("ingress", IngressGatewayArgs(config=platform.ingress, domain=config.domain), under)
         result.ready += ingress.ready
+        components.append(ingress)
         outputs |= {"gateway": ingress.gateway, "gatewayService": ingress.service}
     if platform.prometheus.enabled:
         prometheus = Prometheus("prometheus", platform.prometheus, comparison_rules(config), under)
         outputs["prometheus"] = prometheus.url
+        components.append(prometheus)
         if platform.installs_prometheus_adapter:
-            PrometheusAdapter(
+            adapter = PrometheusAdapter(
                 "prometheus-adapter",
                 PrometheusAdapterArgs(
                     config=platform.prometheus_adapter,
@@ -72,6 +77,7 @@ def deploy_platform(config: StackConfig, parent: pulumi.Resource | None = None) 
                 ),
                 opts=pulumi.ResourceOptions(parent=parent, depends_on=[prometheus]),
             )
+            components.append(adapter)
     if platform.grafana.enabled:
         dashboards = {
             compared.model: model_dashboard(compared, platform.gpu_metrics) for compared, _ in comparisons(config)
@@ -91,11 +97,13 @@ def deploy_platform(config: StackConfig, parent: pulumi.Resource | None = None) 
             opts=under,
         )
         outputs["grafana"] = grafana.url
+        components.append(grafana)
     if config.installs_metrics_server:
         metrics_server = MetricsServer("metrics-server", platform.metrics_server, under)
         outputs["resourceMetrics"] = metrics_server.api_group
+        components.append(metrics_server)
     if platform.dcgm_exporter.enabled:
-        DcgmExporter("dcgm-exporter", platform.dcgm_exporter, platform.gpu_nodes, under)
+        components.append(DcgmExporter("dcgm-exporter", platform.dcgm_exporter, platform.gpu_nodes, under))
     if platform.autoscaler == "keda":
         # Models' ScaledObjects (and InterceptorRoutes) wait for the charts that bring their CRDs;
         # the add-on's interceptor, for istiod, whose injector gives it its sidecar.
@@ -103,11 +111,24 @@ def deploy_platform(config: StackConfig, parent: pulumi.Resource | None = None) 
             "keda", platform.keda, http_add_on=config.http_add_on is not None, after=list(result.ready), opts=under
         )
         result.ready += keda.ready
+        components.append(keda)
     if config.installs_leader_worker_set:
         # LeaderWorkerSets wait for the chart that brings their CRD and webhooks.
-        result.ready.append(LeaderWorkerSetController("lws", platform.leader_worker_set, under).ready)
+        lws = LeaderWorkerSetController("lws", platform.leader_worker_set, under)
+        result.ready.append(lws.ready)
+        components.append(lws)
     if platform.hami.enabled and platform.kubernetes_version is not None:
         # vGPU pods must meet HAMi's webhook and scheduler: a pod created before them keeps the
         # default scheduler, which cannot place its gpumem and gpucores requests.
-        result.ready.append(Hami("hami", platform.hami, platform.gpu_nodes, platform.kubernetes_version, under))
+        hami = Hami("hami", platform.hami, platform.gpu_nodes, platform.kubernetes_version, under)
+        result.ready.append(hami)
+        components.append(hami)
+    if platform.network.closed:
+        # After the components, whose children are the namespaces the policies go into.
+        PlatformNetwork(
+            "platform-network",
+            platform_edges(config),
+            config.namespace,
+            pulumi.ResourceOptions(parent=parent, depends_on=components),
+        )
     return result

@@ -1,0 +1,213 @@
+"""The platform's edge table: every connection the platform's own pods (program and chart pods,
+outside the models' namespace) open or accept, and why. platform/network.py builds the
+NetworkPolicies from it; the models' side of the edges that reach them is serving/access.py's.
+
+Read it as the answer to "who talks to whom": each edge is one row of the security review.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from inference_platform.platform import (
+    dcgm_exporter,
+    grafana,
+    hami,
+    ingress_gateway,
+    keda,
+    leader_worker_set,
+    metrics_server,
+    prometheus,
+    prometheus_adapter,
+)
+from inference_platform.platform.network import (
+    BUILT_IN_NAMESPACE,
+    DNS_PORT,
+    INTERNET,
+    Addresses,
+    AllPods,
+    Edge,
+    Peer,
+    Pods,
+    pod_groups,
+)
+from inference_platform.serving.access import MERGED_METRICS_PORT
+from inference_platform.serving.payload_capture import COMPARATOR_METRICS_PORT
+from inference_platform.serving.pipeline.manifests import ROUTER_PORT
+from inference_platform.stack.config import StackConfig
+
+
+def _model_serving_ports(config: StackConfig) -> tuple[int, ...]:
+    """What the gateway forwards to in the models' namespace: models' and pipelines' serving ports."""
+    ports = {port for model in config.models for port in model.serving_ports}
+    return tuple(sorted(ports | ({ROUTER_PORT} if config.pipelines else set())))
+
+
+def _model_metrics_ports(config: StackConfig) -> tuple[int, ...]:
+    """What Prometheus scrapes in the models' namespace: the sidecars' merged metrics, the servers'
+    own, and the payload comparator's."""
+    ports = {MERGED_METRICS_PORT}
+    for model in config.models:
+        plan = model.plan(model.primary, config.platform.gpu_nodes)
+        if plan.metrics is not None:
+            ports.add(plan.metrics.port)
+    if any(model.analysis.payloads.enabled for model in config.models):
+        ports.add(COMPARATOR_METRICS_PORT)
+    return tuple(sorted(ports))
+
+
+@dataclass
+class _Table:
+    """The rows being written for one stack, and the peers rows share."""
+
+    config: StackConfig
+    edges: list[Edge] = field(default_factory=list)
+
+    @property
+    def api_server(self) -> Addresses:
+        return Addresses("api-server", tuple(self.config.platform.network.api_server.cidrs))
+
+    @property
+    def models(self) -> AllPods:
+        return AllPods(self.config.namespace)
+
+    @property
+    def prometheus(self) -> Pods:
+        return Pods.of("prometheus", self.config.platform.prometheus.namespace, prometheus.SCRAPER_POD_LABELS)
+
+    @property
+    def interceptor(self) -> Pods | None:
+        add_on = self.config.http_add_on
+        return (
+            None if add_on is None else Pods.of("keda-http-interceptor", add_on.namespace, keda.INTERCEPTOR_POD_LABELS)
+        )
+
+    def add(self, source: Peer, destination: Peer, ports: tuple[int, ...], why: str) -> None:
+        self.edges.append(Edge(source, destination, ports, why))
+
+    def watches_api(self, pods: Pods, what: str) -> None:
+        self.add(pods, self.api_server, tuple(self.config.platform.network.api_server.ports), f"{pods.name} {what}")
+
+    def serves_api_server(self, pods: Pods, port: int, what: str) -> None:
+        self.add(self.api_server, pods, (port,), f"the API server calls {what}")
+
+    def scraped(self, pods: Pods | AllPods, ports: tuple[int, ...], what: str) -> None:
+        if self.config.platform.prometheus.enabled:
+            self.add(self.prometheus, pods, ports, f"Prometheus scrapes {what}")
+
+
+def _istio(table: _Table) -> None:
+    config = table.config
+    gateway_ref = config.platform.ingress.gateway
+    istiod = Pods.of("istiod", ingress_gateway.ISTIO_NAMESPACE, ingress_gateway.ISTIOD_POD_LABELS)
+    gateway = Pods.of("ingress-gateway", gateway_ref.namespace, gateway_ref.selector)
+    table.serves_api_server(istiod, ingress_gateway.ISTIOD_WEBHOOK_PORT, "istiod's sidecar injection and validation")
+    table.watches_api(istiod, "watches the cluster's services, pods and Istio objects")
+    interceptor = table.interceptor
+    proxies: list[Peer] = [gateway, table.models, *([interceptor] if interceptor else [])]
+    for proxy in proxies:
+        table.add(proxy, istiod, (ingress_gateway.ISTIOD_XDS_PORT,), "a proxy fetches its config and certificate")
+    table.scraped(istiod, (ingress_gateway.ISTIOD_MONITORING_PORT,), "istiod")
+    table.add(INTERNET, gateway, ingress_gateway.GATEWAY_PORTS, "clients (and load balancers' probes)")
+    if config.models or config.pipelines:
+        table.add(gateway, table.models, _model_serving_ports(config), "the gateway routes to models")
+    if interceptor is not None:
+        table.add(gateway, interceptor, (keda.INTERCEPTOR_PROXY_PORT,), "the gateway routes to sleeping models")
+    if config.platform.grafana.enabled and config.platform.grafana.expose:
+        grafana_pods = Pods.of("grafana", config.platform.grafana.namespace, grafana.POD_LABELS)
+        table.add(gateway, grafana_pods, (grafana.LISTEN_PORT,), "Grafana is exposed")
+    table.scraped(gateway, (MERGED_METRICS_PORT,), "the gateway's proxy")
+
+
+def _prometheus(table: _Table) -> None:
+    config, platform = table.config, table.config.platform
+    table.watches_api(table.prometheus, "discovers its targets (kubernetes_sd)")
+    if config.models or config.pipelines:
+        table.scraped(table.models, _model_metrics_ports(config), "the models, their sidecars and the comparator")
+    readers: list[tuple[Pods, str]] = []
+    if platform.installs_prometheus_adapter:
+        adapter = Pods.of("prometheus-adapter", platform.prometheus.namespace, prometheus_adapter.POD_LABELS)
+        table.serves_api_server(adapter, prometheus_adapter.API_PORT, "the custom metrics API")
+        table.watches_api(adapter, "serves an aggregated API (delegated auth) and maps metrics to objects")
+        readers.append((adapter, "the adapter turns series into custom metrics"))
+    if platform.grafana.enabled:
+        readers.append((Pods.of("grafana", platform.grafana.namespace, grafana.POD_LABELS), "dashboards query it"))
+    if platform.autoscaler == "keda":
+        operator = Pods.of("keda-operator", platform.keda.namespace, keda.OPERATOR_POD_LABELS)
+        readers.append((operator, "KEDA's triggers query it"))
+    for reader, why in readers:
+        table.add(reader, table.prometheus, (prometheus.LISTEN_PORT,), why)
+
+
+def _metrics_server(table: _Table) -> None:
+    network = table.config.platform.network
+    server = Pods.of("metrics-server", table.config.platform.metrics_server.namespace, metrics_server.POD_LABELS)
+    table.serves_api_server(server, metrics_server.API_PORT, "the resource metrics API")
+    table.watches_api(server, "serves an aggregated API (delegated auth) and lists nodes")
+    kubelets = Addresses("kubelets", tuple(network.kubelets.cidrs))
+    table.add(server, kubelets, tuple(network.kubelets.ports), "metrics-server reads the kubelets")
+
+
+def _keda(table: _Table) -> None:
+    namespace = table.config.platform.keda.namespace
+    operator = Pods.of("keda-operator", namespace, keda.OPERATOR_POD_LABELS)
+    metrics_api = Pods.of("keda-metrics-apiserver", namespace, keda.METRICS_API_POD_LABELS)
+    admission = Pods.of("keda-admission", namespace, keda.ADMISSION_POD_LABELS)
+    table.watches_api(operator, "watches ScaledObjects and scales their targets")
+    table.serves_api_server(metrics_api, keda.METRICS_API_PORT, "the external metrics API")
+    table.watches_api(metrics_api, "serves an aggregated API (delegated auth)")
+    table.add(metrics_api, operator, (keda.OPERATOR_PORT,), "the metrics API asks the operator")
+    table.serves_api_server(admission, keda.ADMISSION_PORT, "KEDA's validating webhooks")
+    table.watches_api(admission, "checks ScaledObjects against the objects they scale")
+    interceptor = table.interceptor
+    if interceptor is None:
+        return
+    scaler = Pods.of("keda-http-scaler", namespace, keda.SCALER_POD_LABELS)
+    table.add(operator, scaler, (keda.EXTERNAL_SCALER_PORT,), "KEDA asks the add-on's scaler")
+    table.add(scaler, interceptor, (keda.INTERCEPTOR_ADMIN_PORT,), "the scaler counts pending requests")
+    table.watches_api(scaler, "finds the interceptors' endpoints")
+    table.watches_api(interceptor, "watches InterceptorRoutes and endpoints")
+    table.watches_api(Pods.of("keda-http-operator", namespace, keda.ADD_ON_OPERATOR_POD_LABELS), "watches routes")
+    table.add(table.models, interceptor, (keda.INTERCEPTOR_PROXY_PORT,), "callers reach sleeping models")
+    sleeping = tuple(sorted({m.http_port for m in table.config.models if m.autoscaling.scales_to_zero}))
+    table.add(interceptor, table.models, sleeping, "the interceptor forwards to sleeping models")
+    table.scraped(interceptor, (MERGED_METRICS_PORT,), "the interceptor's sidecar")
+
+
+def _hami(table: _Table) -> None:
+    namespace = table.config.platform.hami.namespace
+    scheduler = Pods.of("hami-scheduler", namespace, hami.SCHEDULER_POD_LABELS)
+    device_plugin = Pods.of("hami-device-plugin", namespace, hami.DEVICE_PLUGIN_POD_LABELS)
+    table.serves_api_server(scheduler, hami.WEBHOOK_PORT, "HAMi's mutating webhook")
+    table.watches_api(scheduler, "schedules vGPU pods and binds them")
+    table.watches_api(device_plugin, "annotates its node's devices and pods")
+    table.watches_api(
+        Pods.of("hami-admission-jobs", namespace, hami.ADMISSION_JOB_POD_LABELS), "writes its certificate"
+    )
+    table.scraped(device_plugin, (hami.MONITOR_PORT,), "HAMi's per-container GPU metrics")
+
+
+def platform_edges(config: StackConfig) -> list[Edge]:
+    """The table, for one stack: only the rows of what the stack installs."""
+    platform = config.platform
+    table = _Table(config)
+    if platform.ingress.enabled:
+        _istio(table)
+    if platform.prometheus.enabled:
+        _prometheus(table)
+    if config.installs_metrics_server:
+        _metrics_server(table)
+    if platform.dcgm_exporter.enabled:
+        exporter = Pods.of("dcgm-exporter", platform.dcgm_exporter.namespace, dcgm_exporter.POD_LABELS)
+        table.scraped(exporter, (dcgm_exporter.PORT,), "dcgm-exporter's GPU metrics")
+    if platform.autoscaler == "keda":
+        _keda(table)
+    if config.installs_leader_worker_set:
+        controller = Pods.of("lws-controller", leader_worker_set.NAMESPACE, leader_worker_set.POD_LABELS)
+        table.serves_api_server(controller, leader_worker_set.WEBHOOK_PORT, "LWS's webhooks and CRD conversion")
+        table.watches_api(controller, "creates groups' pods and Services")
+    if platform.hami.enabled and platform.kubernetes_version is not None:
+        _hami(table)
+    namespaces = sorted({p.namespace for p in pod_groups(table.edges)} - {config.namespace})
+    dns = [Edge(AllPods(ns), AllPods(BUILT_IN_NAMESPACE), (DNS_PORT,), "DNS", ("UDP", "TCP")) for ns in namespaces]
+    return table.edges + dns
