@@ -7,6 +7,7 @@ NetworkPolicies are evaluated as Kubernetes evaluates them, over whatever was re
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,31 @@ class Pod:
         if isinstance(port, int):
             return port
         return self.ports.get(port)
+
+
+@dataclass(frozen=True)
+class Address:
+    """A peer outside the pod network: the API server, a node's kubelet, a client on the internet.
+    Pods are judged by selectors only (their addresses are the cluster's to give), addresses by
+    ipBlocks only."""
+
+    name: str
+    ip: str
+
+
+def _in_block(ip: str, block: Mapping[str, Any] | None) -> bool:
+    """An ipBlock peer (cidr, less its `except` blocks) against an address."""
+    if block is None:
+        return False
+    address = ipaddress.ip_address(ip)
+    network = ipaddress.ip_network(block["cidr"])
+    if address.version != network.version or address not in network:
+        return False
+    return not any(
+        address in ipaddress.ip_network(e)
+        for e in block.get("except") or []
+        if ipaddress.ip_network(e).version == address.version
+    )
 
 
 # The labels the LeaderWorkerSet controller puts on the pods it makes from a set's templates.
@@ -196,7 +222,7 @@ class Cluster:
         return namespace_ok and selects(peer.get("podSelector", {}), pod.labels)
 
     @staticmethod
-    def _port_matches(rule: Mapping[str, Any], pod: Pod, port: int) -> bool:
+    def _port_matches(rule: Mapping[str, Any], pod: Pod | None, port: int) -> bool:
         """A rule's ports (numbers, ranges or the destination's named ports) against a TCP port."""
         ports = rule.get("ports")
         if not ports:
@@ -209,11 +235,12 @@ class Cluster:
                 return True
             if end is not None and isinstance(wanted, int) and wanted <= port <= end:
                 return True
-            if end is None and pod.resolve(wanted) == port:
+            resolved = wanted if isinstance(wanted, int) or pod is None else pod.resolve(wanted)
+            if end is None and resolved == port:
                 return True
         return False
 
-    def _allowed(self, pod: Pod, direction: str, peer: Pod, port: int, port_pod: Pod) -> bool:
+    def policies_admit(self, pod: Pod, direction: str, peer: Pod | Address, port: int, port_pod: Pod | None) -> bool:
         """Whether NetworkPolicies around `pod` let it talk with `peer` (ingress: from; egress: to)."""
         policy_type = "Ingress" if direction == "ingress" else "Egress"
         selecting = [
@@ -229,14 +256,25 @@ class Cluster:
         for policy in selecting:
             for rule in policy["spec"].get(direction) or []:
                 peers = rule.get(peers_key)
-                peer_ok = not peers or any(self._peer_matches(p, pod.namespace, peer) for p in peers)
+                if isinstance(peer, Address):
+                    peer_ok = not peers or any(_in_block(peer.ip, p.get("ipBlock")) for p in peers)
+                else:
+                    peer_ok = not peers or any(self._peer_matches(p, pod.namespace, peer) for p in peers)
                 if peer_ok and self._port_matches(rule, port_pod, port):
                     return True
         return False
 
+    def egress_to_address(self, source: Pod, address: Address, port: int) -> bool:
+        """Whether NetworkPolicies let `source`'s pods open a TCP connection to an address outside the pod network."""
+        return self.policies_admit(source, "egress", address, port, None)
+
+    def ingress_from_address(self, destination: Pod, address: Address, port: int) -> bool:
+        """Whether NetworkPolicies let an address outside the pod network reach `destination`'s pods on `port`."""
+        return self.policies_admit(destination, "ingress", address, port, destination)
+
     def network_admits(self, source: Pod, destination: Pod, port: int) -> bool:
         """Whether NetworkPolicies let `source`'s pods open a TCP connection to `destination`'s on `port`."""
-        return self._allowed(source, "egress", destination, port, destination) and self._allowed(
+        return self.policies_admit(source, "egress", destination, port, destination) and self.policies_admit(
             destination, "ingress", source, port, destination
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import ipaddress
 import json
 import re
 from collections import Counter
@@ -23,7 +24,8 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-from tests.cluster import LWS_GROUP_INDEX, LWS_NAME, LWS_WORKER_INDEX, Cluster, Pod, dig, selects
+from inference_platform.platform import network
+from tests.cluster import LWS_GROUP_INDEX, LWS_NAME, LWS_WORKER_INDEX, Address, Cluster, Pod, dig, selects
 from tests.stacks import kubernetes_cel
 
 Check = Callable[[Cluster], list[str]]
@@ -777,8 +779,10 @@ def _group_reach_problems(cluster: Cluster, members: list[Pod], others: list[Pod
         if cluster.network_admits(source, destination, port) != same:
             verb = "cannot reach" if same else "reaches"
             problems.append(f"{source.owner} {verb} {destination.owner} on {port}")
+    # Judged on the group's side alone: its policies must shut out every other pod, whatever
+    # that pod's own egress allows.
     for source, destination, port in product(others, members, GROUP_PROBE_PORTS):
-        if cluster.network_admits(source, destination, port):
+        if cluster.policies_admit(destination, "ingress", source, port, destination):
             problems.append(f"{source.owner}, outside the group, reaches {destination.owner} on {port}")
     return problems
 
@@ -815,4 +819,162 @@ def probe_problems(cluster: Cluster) -> list[str]:
                     problems.append(f"{pod.owner} {container['name']} {kind}: no container port named {port}")
                 elif isinstance(port, int) and ours and port not in declared.values():
                     problems.append(f"{pod.owner} {container['name']} {kind}: port {port} is not a container port")
+    return problems
+
+
+# The platform's network: the open (pod, pod, port) triples and the ways to and from addresses
+# outside the pod network, against the edge table the policies are built from
+# (src/inference_platform/stack/network.py).
+
+KUBE_DNS = Pod(
+    owner="the cluster's DNS (kube-system/kube-dns)",
+    namespace="kube-system",
+    labels={"k8s-app": "kube-dns"},
+    annotations={},
+    spec={"containers": [{"name": "coredns", "ports": [{"name": "dns-tcp", "containerPort": 53}]}]},
+)
+
+
+def _contains(peer: network.Peer, pod: Pod, closed: set[str], direction: str) -> bool:
+    if isinstance(peer, network.Pods):
+        return pod.namespace == peer.namespace and all(pod.labels.get(k) == v for k, v in peer.labels)
+    if isinstance(peer, network.AllPods):
+        # A namespace-wide edge into a namespace holds only where a default deny carries it.
+        return pod.namespace == peer.namespace and (direction != "in" or peer.namespace in closed)
+    return False
+
+
+def _holds(peer: network.Peer, address: Address) -> bool:
+    return isinstance(peer, network.Addresses) and any(
+        ipaddress.ip_address(address.ip) in ipaddress.ip_network(cidr) for cidr in peer.cidrs
+    )
+
+
+def _representative(peer: network.Addresses) -> Address:
+    """An address of the peer's first block: its first host (a /32 is that address)."""
+    block = ipaddress.ip_network(peer.cidrs[0])
+    return Address(peer.name, str(next(iter(block.hosts()), block.network_address)))
+
+
+def network_pods(cluster: Cluster) -> list[Pod]:
+    """Every pod of the render, and the cluster's DNS, which every pod may ask."""
+    return [*cluster.pods(), KUBE_DNS]
+
+
+def edge_table_problems(cluster: Cluster, edges: list[network.Edge], model_namespace: str) -> list[str]:
+    """The NetworkPolicies open exactly the table's edges on the platform's side: a (source,
+    destination, port) is open iff the table lets the source out and the destination in, where a
+    model pod's side is its own policies' (access.py's, proven by test_reachability) and a pod in a
+    namespace the platform leaves open (kube-system's own) lets everything in."""
+    closed = set(network.closed_namespaces(edges, model_namespace))
+    groups = network.pod_groups(edges)
+
+    def platform_side(pod: Pod) -> bool:
+        return pod.namespace in closed or any(_contains(g, pod, closed, "out") for g in groups)
+
+    def side_allows(pod: Pod, direction: str, peer: Pod | Address, port: int) -> bool:
+        if pod.namespace == model_namespace:
+            port_pod = pod if direction == "in" else peer if isinstance(peer, Pod) else None
+            kind = "egress" if direction == "out" else "ingress"
+            return cluster.policies_admit(pod, kind, peer, port, port_pod)
+        if not platform_side(pod):
+            return True
+        for edge in edges:
+            mine, theirs = (edge.source, edge.destination) if direction == "out" else (edge.destination, edge.source)
+            if "TCP" not in edge.protocols or port not in edge.ports or not _contains(mine, pod, closed, direction):
+                continue
+            if _holds(theirs, peer) if isinstance(peer, Address) else _contains(theirs, peer, closed, "peer"):
+                return True
+        return False
+
+    pods = network_pods(cluster)
+    problems = []
+    policy_ports = {
+        entry["port"]
+        for policy in cluster.of_kind("NetworkPolicy")
+        for direction in ("ingress", "egress")
+        for rule in policy["spec"].get(direction) or []
+        for entry in rule.get("ports") or []
+        if isinstance(entry.get("port"), int)
+    }
+    table_ports = {port for edge in edges for port in edge.ports}
+    for source, destination in product(pods, repeat=2):
+        if not (platform_side(source) or platform_side(destination)) or (
+            source.namespace == destination.namespace == model_namespace
+        ):
+            continue
+        for port in sorted(set(destination.ports.values()) | table_ports | policy_ports | {MERGED_METRICS_PORT}):
+            open_ = cluster.network_admits(source, destination, port)
+            declared = side_allows(source, "out", destination, port) and side_allows(destination, "in", source, port)
+            if open_ != declared:
+                what = "open but not in the table" if open_ else "in the table but shut"
+                problems.append(f"{source.owner} -> {destination.owner}:{port}: {what}")
+    peers = [p for e in edges for p in (e.source, e.destination) if isinstance(p, network.Addresses)]
+    by_ip: dict[str, set[str]] = {}
+    for representative in map(_representative, [*peers, network.INTERNET]):
+        by_ip.setdefault(representative.ip, set()).add(representative.name)
+    # Peers whose first addresses coincide (the API server's and the kubelets' default blocks) are one address.
+    addresses = [Address(" or ".join(sorted(names)), ip) for ip, names in by_ip.items()]
+    for pod in pods:
+        if not platform_side(pod):
+            continue
+        for address in sorted(addresses, key=lambda a: a.name):
+            for port in sorted(set(pod.ports.values()) | table_ports):
+                for direction, open_ in (
+                    ("out", cluster.egress_to_address(pod, address, port)),
+                    ("in", cluster.ingress_from_address(pod, address, port)),
+                ):
+                    declared = side_allows(pod, direction, address, port)
+                    if open_ != declared:
+                        arrow = (
+                            f"{pod.owner} -> {address.name}:{port}"
+                            if direction == "out"
+                            else (f"{address.name} -> {pod.owner}:{port}")
+                        )
+                        problems.append(f"{arrow}: {'open but not in the table' if open_ else 'in the table but shut'}")
+    return problems
+
+
+def webhook_reach_problems(cluster: Cluster, api_server: Address) -> list[str]:
+    """The API server reaches every webhook, CRD conversion and aggregated API it would call."""
+    references = [
+        (label(w), hook["clientConfig"]["service"])
+        for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+        for w in cluster.of_kind(kind)
+        for hook in w.get("webhooks") or []
+        if "service" in hook.get("clientConfig", {})
+    ]
+    references += [
+        (label(crd), dig(crd, "spec", "conversion", "webhook", "clientConfig", "service"))
+        for crd in cluster.of_kind("CustomResourceDefinition")
+        if dig(crd, "spec", "conversion", "strategy") == "Webhook"
+    ]
+    references += [
+        (label(api), api["spec"]["service"]) for api in cluster.of_kind("APIService") if api["spec"].get("service")
+    ]
+    problems = []
+    for caller, reference in references:
+        service = cluster.service(reference["name"], reference["namespace"])
+        if service is None:
+            continue  # api_service_problems reports a missing Service
+        for pod, port in cluster.endpoints(service, reference.get("port", 443)):
+            if not cluster.ingress_from_address(pod, api_server, port):
+                problems.append(f"NetworkPolicies keep the API server ({caller}) from {pod.owner}:{port}")
+    return problems
+
+
+def dns_and_mesh_problems(cluster: Cluster) -> list[str]:
+    """Every pod may ask the cluster's DNS; every pod with an Istio proxy may reach istiod's xDS port."""
+    istiod = [pod for pod in cluster.pods(release="istiod") if pod.labels.get("app") == "istiod"]
+    problems = []
+    for pod in cluster.pods():
+        if not cluster.network_admits(pod, KUBE_DNS, 53):
+            problems.append(f"NetworkPolicies keep {pod.owner} from DNS")
+        proxied = meshed(cluster, pod) or pod.labels.get("sidecar.istio.io/inject") == "true"
+        if proxied and pod.labels.get(LWS_WORKER_INDEX, "0") == "0":
+            problems += [
+                f"NetworkPolicies keep {pod.owner}'s proxy from istiod"
+                for server in istiod
+                if not cluster.network_admits(pod, server, 15012)
+            ]
     return problems

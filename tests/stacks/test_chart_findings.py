@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from inference_platform.cli.render_files import read_render
 from tests.conftest import ROOT
 from tests.policies.test_stacks_meet_policies import rules
 from tests.stacks.conftest import CLUSTER_STACKS, Rendered, render_cluster, stack_config_path
@@ -33,7 +34,12 @@ def resource_type(obj: dict[str, object]) -> str:
 
 
 def checkov_findings(directory: Path, scratch: Path) -> set[Finding]:
+    """checkov over the charts' objects, beside the program's NetworkPolicies (CKV2_K8S_6 looks
+    for a policy selecting each pod)."""
     shutil.copytree(directory / "charts", scratch)
+    program, _, _ = read_render(directory)
+    policies = [o for o in program if o["kind"] == "NetworkPolicy"]
+    (scratch / "program-network-policies.yaml").write_text(yaml.safe_dump_all(policies), encoding="utf-8")
     report = scan(scratch)
     assert report["summary"]["parsing_errors"] == 0
     assert report["summary"]["passed"] > 100

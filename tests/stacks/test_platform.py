@@ -50,8 +50,8 @@ def test_every_chart_comes_from_its_pin(full: RenderResult) -> None:
         "prometheus": (pins.PROMETHEUS, "monitoring", "helm.v4.Chart"),
         "prometheus-adapter": (pins.PROMETHEUS_ADAPTER, "monitoring", "helm.v4.Chart"),
         "dcgm-exporter": (pins.DCGM_EXPORTER, "gpu-monitoring", "helm.v4.Chart"),
-        "hami": (pins.HAMI, "kube-system", "helm.v3.Release"),
-        "metrics-server": (pins.METRICS_SERVER, "kube-system", "helm.v4.Chart"),
+        "hami": (pins.HAMI, "hami-system", "helm.v3.Release"),
+        "metrics-server": (pins.METRICS_SERVER, "metrics-server", "helm.v4.Chart"),
         "grafana": (pins.GRAFANA, "monitoring", "helm.v4.Chart"),
         "lws": (pins.LWS, "lws-system", "helm.v4.Chart"),
     }
