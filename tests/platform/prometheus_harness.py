@@ -8,6 +8,7 @@ Kubernetes discovery would attach (`__meta_kubernetes_*`). The relabel rules sta
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 import subprocess
 import time
@@ -25,6 +26,10 @@ from tests.ports import free_port
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+# One line of the text exposition per status code: ...{code="200",handler="/api/v1/query"} 7
+INSTANT_QUERIES = re.compile(
+    r'^prometheus_http_requests_total\{[^}]*handler="/api/v1/query"[^}]*\} (\S+)$', re.MULTILINE
+)
 
 
 def with_file_discovery(jobs: list[dict[str, Any]], directory: Path) -> list[dict[str, Any]]:
@@ -66,6 +71,13 @@ class RunningPrometheus:
     def query(self, expression: str) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self.api("query", query=expression)["result"]
         return result
+
+    def instant_queries_answered(self) -> int:
+        """Requests to /api/v1/query so far (GET and POST, any status), by Prometheus' own count,
+        read from /metrics so that reading it is not one of them."""
+        response = requests.get(f"{self.url}/metrics", timeout=5)
+        response.raise_for_status()
+        return round(sum(float(value) for value in INSTANT_QUERIES.findall(response.text)))
 
 
 @contextmanager

@@ -10,8 +10,10 @@ shadows with no pair at all mean the join is broken.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from inference_platform.analysis.promql import one_of
 from inference_platform.serving.analysis_spec import PayloadComparison
 
 PAIRS = "inference_payload_pairs_total"
@@ -22,31 +24,51 @@ BY = ("namespace", "model", "version")
 RECORDING_WINDOW = "5m"
 
 
-def _selector(matchers: dict[str, str | None]) -> str:
-    return "{" + ",".join(f'{key}="{value}"' for key, value in matchers.items() if value is not None) + "}"
+def _selector(matchers: dict[str, str | None], regex: Mapping[str, str]) -> str:
+    exact = [f'{key}="{value}"' for key, value in matchers.items() if value is not None]
+    return "{" + ",".join([*exact, *(f'{key}=~"{value}"' for key, value in regex.items())]) + "}"
 
 
-def _increase(metric: str, window: str, matchers: dict[str, str | None]) -> str:
-    return f"sum by ({', '.join(BY)}) (increase({metric}{_selector(matchers)}[{window}]))"
+def _increase(metric: str, window: str, matchers: dict[str, str | None], regex: Mapping[str, str]) -> str:
+    return f"sum by ({', '.join(BY)}) (increase({metric}{_selector(matchers, regex)}[{window}]))"
 
 
-def pairs(window: str, namespace: str | None = None, model: str | None = None, version: str | None = None) -> str:
-    """Pairs compared in the window, per shadow."""
-    return _increase(PAIRS, window, {"namespace": namespace, "model": model, "version": version})
+def fleet(models: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Regex matchers for the shadows of these (namespace, model) pairs, for one query over a
+    whole fleet whose result is split by BY (see comparison.fleet_selector)."""
+    namespaces, names = zip(*models, strict=True)
+    return {"namespace": one_of(namespaces), "model": one_of(names)}
 
 
-def agreement(window: str, namespace: str | None = None, model: str | None = None, version: str | None = None) -> str:
+def pairs(
+    window: str,
+    namespace: str | None = None,
+    model: str | None = None,
+    version: str | None = None,
+    regex: Mapping[str, str] | None = None,
+) -> str:
+    """Pairs compared in the window, per shadow; `regex` adds label regexes (see `fleet`)."""
+    return _increase(PAIRS, window, {"namespace": namespace, "model": model, "version": version}, regex or {})
+
+
+def agreement(
+    window: str,
+    namespace: str | None = None,
+    model: str | None = None,
+    version: str | None = None,
+    regex: Mapping[str, str] | None = None,
+) -> str:
     """The share of pairs that agree, per shadow; 0, not nothing, where none agreed."""
     shadow: dict[str, str | None] = {"namespace": namespace, "model": model, "version": version}
-    every = _increase(PAIRS, window, shadow)
-    return f"({_increase(PAIRS, window, shadow | {'result': 'agree'})} or {every} * 0) / {every}"
+    every = _increase(PAIRS, window, shadow, regex or {})
+    return f"({_increase(PAIRS, window, shadow | {'result': 'agree'}, regex or {})} or {every} * 0) / {every}"
 
 
 def unpaired(
     window: str, side: str, namespace: str | None = None, model: str | None = None, version: str | None = None
 ) -> str:
     """Exchanges of one side that found no twin in the window, per shadow."""
-    return _increase(UNPAIRED, window, {"namespace": namespace, "model": model, "version": version, "side": side})
+    return _increase(UNPAIRED, window, {"namespace": namespace, "model": model, "version": version, "side": side}, {})
 
 
 def recording_rules() -> dict[str, Any]:

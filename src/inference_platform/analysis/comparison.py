@@ -11,11 +11,12 @@ window, every model), the per-model alerting rules and `infra analyze` (the mode
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from inference_platform.analysis import agreement
+from inference_platform.analysis.promql import one_of
 from inference_platform.serving.analysis_spec import AnalysisSpec
 from inference_platform.serving.model_spec import ModelSpecBase
 
@@ -83,6 +84,14 @@ def selector(namespace: str | None = None, model: str | None = None, version: st
         matchers["destination_version"] = version
     parts = [f'{k}="{v}"' for k, v in matchers.items()] + [f'{k}=~"{v}"' for k, v in extra.items()]
     return "{" + ",".join(parts) + "}"
+
+
+def fleet_selector(models: Iterable[tuple[str, str]]) -> str:
+    """Every version of these (namespace, model) pairs, for one query over a whole fleet whose
+    result is split by BY. With models in several namespaces it also matches a model's namesake
+    in another of them: series nobody reads."""
+    namespaces, names = zip(*models, strict=True)
+    return selector(destination_workload_namespace=one_of(namespaces), destination_app=one_of(names))
 
 
 def _by(labels: Sequence[str]) -> str:

@@ -3,6 +3,10 @@
 Each candidate is compared with its model's primary over the model's window (or `--window`),
 ending at `--at`, with the very queries the alerting rules use (analysis/comparison.py), and the
 model's own thresholds (`analysis` in the stack config).
+
+Each statistic is one query for every model sharing a window, filtered to those models and split
+by namespace, model and version: five (requests, error ratio, three latency quantiles), and two
+more (pairs, agreement) where some of them compare payloads, whatever the size of the fleet.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from inference_platform.stack.config import StackConfig
 TOKEN_ENV = "PROMETHEUS_TOKEN"
 QUERY_TIMEOUT_SECONDS = 30
 Verdict = Literal["pass", "fail", "insufficient-data", "idle"]
+Series = tuple[str, str, str]
+"""A version's series, as a fleet's query splits them: its namespace, model and version."""
 
 
 class PrometheusError(Exception):
@@ -135,21 +141,31 @@ def parse_time(text: str | None) -> datetime:
 
 
 class Prometheus:
-    """Instant queries through Prometheus' HTTP API, at one time."""
+    """Instant queries through Prometheus' HTTP API, at one time, over one kept-alive connection.
+
+    Queries are POSTed, form-encoded: a fleet's query names every model, too long for some
+    proxies' limits on a URL."""
 
     def __init__(self, url: str, at: datetime) -> None:
         self.url = url.rstrip("/")
         self.at = at
+        self.session = requests.Session()
         token = os.environ.get(TOKEN_ENV)
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
 
-    def by_version(self, expression: str, label: str = "destination_version") -> dict[str, float]:
-        """The query's value per version, read from `label` (NaN and infinities left out)."""
+    def __enter__(self) -> Prometheus:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.session.close()
+
+    def by_series(self, expression: str, labels: tuple[str, str, str]) -> dict[Series, float]:
+        """The query's value per series, keyed by the values of `labels` (NaN and infinities left out)."""
         try:
-            response = requests.get(
+            response = self.session.post(
                 f"{self.url}/api/v1/query",
-                params={"query": expression, "time": f"{self.at.timestamp():.3f}"},
-                headers=self.headers,
+                data={"query": expression, "time": f"{self.at.timestamp():.3f}"},
                 timeout=QUERY_TIMEOUT_SECONDS,
             )
         except requests.RequestException as error:
@@ -163,30 +179,38 @@ class Prometheus:
             for item in body["data"]["result"]:
                 value = float(item["value"][1])
                 if math.isfinite(value):
-                    values[item["metric"].get(label, "")] = value
+                    metric = item["metric"]
+                    values[metric.get(labels[0], ""), metric.get(labels[1], ""), metric.get(labels[2], "")] = value
         except (ValueError, KeyError, TypeError, AttributeError, IndexError):
             raise PrometheusError(f"Prometheus at {self.url} answered something that is not a query result") from None
         return values
 
 
-def _model_stats(prometheus: Prometheus, compared: Comparison, window: str) -> dict[str, Stats]:
-    match = comparison.selector(compared.namespace, compared.model)
-    counts = prometheus.by_version(comparison.requests_in(window, match))
-    errors = prometheus.by_version(comparison.error_ratio(window, match))
+def _series_of(compared: Comparison) -> list[Series]:
+    """The primary's and every candidate's."""
+    versions = [compared.primary, *(version for version, _ in compared.candidates)]
+    return [(compared.namespace, compared.model, version) for version in versions]
+
+
+def _fleet_stats(prometheus: Prometheus, fleet: list[Comparison], window: str) -> dict[Series, Stats]:
+    """Every version's figures over one window: one query per statistic for all of them."""
+    match = comparison.fleet_selector((c.namespace, c.model) for c in fleet)
+    counts = prometheus.by_series(comparison.requests_in(window, match), comparison.BY)
+    errors = prometheus.by_series(comparison.error_ratio(window, match), comparison.BY)
     quantiles = {
-        name: prometheus.by_version(comparison.latency_quantile(q, window, match))
+        name: prometheus.by_series(comparison.latency_quantile(q, window, match), comparison.BY)
         for name, q in comparison.QUANTILES.items()
     }
-    versions = [compared.primary, *(version for version, _ in compared.candidates)]
     return {
-        version: Stats(
-            requests=round(counts.get(version, 0.0), 3),
-            error_ratio=round(errors.get(version, 0.0), 6),
-            p50_ms=_rounded(quantiles["p50"].get(version)),
-            p95_ms=_rounded(quantiles["p95"].get(version)),
-            p99_ms=_rounded(quantiles["p99"].get(version)),
+        series: Stats(
+            requests=round(counts.get(series, 0.0), 3),
+            error_ratio=round(errors.get(series, 0.0), 6),
+            p50_ms=_rounded(quantiles["p50"].get(series)),
+            p95_ms=_rounded(quantiles["p95"].get(series)),
+            p99_ms=_rounded(quantiles["p99"].get(series)),
         )
-        for version in versions
+        for compared in fleet
+        for series in _series_of(compared)
     }
 
 
@@ -194,18 +218,22 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _agreements(prometheus: Prometheus, compared: Comparison, window: str, enabled: bool) -> dict[str, Agreement]:
-    """Each shadow's pairs and agreement over the window: 0 and None, without asking Prometheus,
-    where the model does not compare payloads."""
-    namespace, model = compared.namespace, compared.model
-    pairs, ratios = {}, {}
-    if enabled:
-        pairs = prometheus.by_version(agreement.pairs(window, namespace, model), label="version")
-        ratios = prometheus.by_version(agreement.agreement(window, namespace, model), label="version")
+def _fleet_agreements(prometheus: Prometheus, fleet: list[Comparison], window: str) -> dict[Series, Agreement]:
+    """Each shadow's pairs and agreement over one window, one query each for all of them: 0 and
+    None, without asking Prometheus, where the model does not compare payloads."""
+    comparing = [(c.namespace, c.model) for c in fleet if c.payloads]
+    pairs: dict[Series, float] = {}
+    ratios: dict[Series, float] = {}
+    if comparing:
+        shadows = agreement.fleet(comparing)
+        pairs = prometheus.by_series(agreement.pairs(window, regex=shadows), agreement.BY)
+        ratios = prometheus.by_series(agreement.agreement(window, regex=shadows), agreement.BY)
     return {
-        version: Agreement(round(pairs.get(version, 0.0), 3), _rounded(ratios.get(version)))
+        series: Agreement(round(pairs.get(series, 0.0), 3), _rounded(ratios.get(series)))
+        for compared in fleet
         for version, role in compared.candidates
         if role == "shadow"
+        for series in [(compared.namespace, compared.model, version)]
     }
 
 
@@ -269,32 +297,38 @@ def judge(
 def analyze(
     config: StackConfig, stack: str, prometheus: Prometheus, window: str | None = None, model: str | None = None
 ) -> Report:
-    windows = set()
+    judged = [
+        (spec_model, compared)
+        for spec_model in config.models
+        if model is None or spec_model.name == model
+        if (compared := comparison.comparison(spec_model, config.namespace)) is not None
+    ]
+    by_window: dict[str, list[Comparison]] = {}
+    for spec_model, compared in judged:
+        by_window.setdefault(window or spec_model.analysis.window, []).append(compared)
+    stats: dict[Series, Stats] = {}
+    agreements: dict[Series, Agreement] = {}
+    for used, fleet in sorted(by_window.items()):
+        stats |= _fleet_stats(prometheus, fleet, used)
+        agreements |= _fleet_agreements(prometheus, fleet, used)
+
     report = Report(stack=stack, window=window or "", at=prometheus.at)
-    for spec_model in config.models:
-        if model is not None and spec_model.name != model:
-            continue
-        compared = comparison.comparison(spec_model, config.namespace)
-        if compared is None:
-            continue
+    for spec_model, compared in judged:
         spec = spec_model.analysis
-        used = window or spec.window
-        windows.add(used)
-        stats = _model_stats(prometheus, compared, used)
-        agreements = _agreements(prometheus, compared, used, spec.payloads.enabled)
-        primary = stats[compared.primary]
+        primary = stats[compared.namespace, compared.model, compared.primary]
         candidates = []
         for version, role in compared.candidates:
-            verdict, reasons = judge(stats[version], primary, spec, compared.primary, compared.sleeps)
-            found = agreements.get(version)
+            series = (compared.namespace, compared.model, version)
+            verdict, reasons = judge(stats[series], primary, spec, compared.primary, compared.sleeps)
+            found = agreements.get(series)
             if found is not None and spec.payloads.enabled and verdict != "idle":
                 verdict, reasons = _combined(
                     (verdict, reasons), judge_agreement(found, spec.payloads, compared.primary)
                 )
-            candidates.append(Candidate(version, role, stats[version], verdict, reasons, found))
+            candidates.append(Candidate(version, role, stats[series], verdict, reasons, found))
         report.models.append(ModelReport(spec_model.name, compared.primary, primary, candidates))
     if window is None:
-        report.window = ",".join(sorted(windows)) or AnalysisSpec().window
+        report.window = ",".join(sorted(by_window)) or AnalysisSpec().window
     return report
 
 

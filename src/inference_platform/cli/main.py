@@ -247,7 +247,8 @@ def _analyze(args: argparse.Namespace) -> int:
         print(f"analyze: --model: the stack has no model {args.model!r}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     try:
-        report = analyze.analyze(config, args.stack, analyze.Prometheus(args.prometheus, at), args.window, args.model)
+        with analyze.Prometheus(args.prometheus, at) as prometheus:
+            report = analyze.analyze(config, args.stack, prometheus, args.window, args.model)
     except analyze.PrometheusError as error:
         print(f"analyze: {error}", file=sys.stderr)
         return EXIT_PROMETHEUS_UNAVAILABLE
