@@ -18,8 +18,8 @@ PORT = 9400
 
 
 class DcgmExporterConfig(ConfigModel):
-    enabled: bool = False
-    namespace: DNS1123Label = "gpu-monitoring"
+    enabled: bool = Field(default=False, description="Install dcgm-exporter on the GPU nodes.")
+    namespace: DNS1123Label = Field(default="gpu-monitoring", description="dcgm-exporter's namespace.")
     values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
 
 

@@ -41,13 +41,19 @@ class KubeSchedulerImage(ConfigModel):
     registry: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:[0-9]+)?$")] = Field(
         default=pins.KUBE_SCHEDULER_REGISTRY, description="An air-gapped cluster's mirror of registry.k8s.io."
     )
-    repository: Annotated[str, Field(pattern=r"^[a-z0-9._/-]+$")] = pins.KUBE_SCHEDULER_REPOSITORY
+    repository: Annotated[str, Field(pattern=r"^[a-z0-9._/-]+$")] = Field(
+        default=pins.KUBE_SCHEDULER_REPOSITORY, description="The image's repository in that registry."
+    )
 
 
 class HamiConfig(ConfigModel):
     enabled: bool = Field(default=False, description="GPU sharing with HAMi: lets models use gpu: vgpu.")
-    namespace: DNS1123Label = "kube-system"
-    kube_scheduler_image: KubeSchedulerImage = Field(default_factory=KubeSchedulerImage)
+    namespace: DNS1123Label = Field(default="kube-system", description="HAMi's namespace.")
+    kube_scheduler_image: KubeSchedulerImage = Field(
+        default_factory=KubeSchedulerImage,
+        description="The kube-scheduler image HAMi runs, tagged with kubernetesVersion; "
+        "point it at an air-gapped mirror.",
+    )
     memory_scaling: Annotated[float, Field(gt=0, le=10)] = Field(
         default=1,
         description="HAMi's deviceMemoryScaling: above 1 hands out more GPU memory than a device has, "

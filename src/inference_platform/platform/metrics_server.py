@@ -24,7 +24,7 @@ class MetricsServerConfig(ConfigModel):
         default="auto",
         description="auto: installed when any model scales on CPU or memory; false on clusters that ship their own.",
     )
-    namespace: DNS1123Label = "kube-system"
+    namespace: DNS1123Label = Field(default="kube-system", description="metrics-server's namespace.")
     kubelet_insecure_tls: bool = Field(
         default=False,
         description="Skip verifying kubelets' serving certificates: only for clusters whose kubelets "
