@@ -147,9 +147,10 @@ class Walk:
         self.sections: list[Section] = []
 
     def model(self, title: str, path: str, model: type[BaseModel], fields: list[str]) -> Nested:
-        """A section of the named fields; returns each field's path and type, to walk next."""
+        """A section of the named fields (none: no section); returns each field's path and type, to walk next."""
         section = Section(title)
-        self.sections.append(section)
+        if fields:
+            self.sections.append(section)
         nested: Nested = []
         for name in fields:
             info = model.model_fields[name]

@@ -439,7 +439,7 @@ class Model(TypedDict):
     args: NotRequired[list[str]]
     """Appended to the generated server arguments."""
     gpu: NotRequired[Gpu]
-    """none, exclusive, vgpu or shared."""
+    """none, exclusive, vgpu or shared: a mode alone (gpu: exclusive) or {mode, ...} with its settings."""
     autoscaling: NotRequired[AutoscalingSpec]
     """Scales every version between minReplicas and maxReplicas."""
     transformer: NotRequired[TransformerSpec]

@@ -206,7 +206,10 @@ class ModelSpecBase(ConfigModel):
         description="[{name, value}] added to the server container; a version's env merges with it.",
     )
     args: list[str] = Field(default_factory=list, description="Appended to the generated server arguments.")
-    gpu: GpuSpec = Field(default=NoGpu(), description="none, exclusive, vgpu or shared.")
+    gpu: GpuSpec = Field(
+        default=NoGpu(),
+        description="none, exclusive, vgpu or shared: a mode alone (gpu: exclusive) or {mode, ...} with its settings.",
+    )
     autoscaling: AutoscalingSpec = Field(
         default=AutoscalingSpec(), description="Scales every version between minReplicas and maxReplicas."
     )
