@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: render test lint typecheck unit schema provider bench bench-comparator clean helm mutants
+.PHONY: render test lint typecheck docs docs-reference unit schema provider bench bench-comparator clean helm mutants
 
 # Pinned chart tarballs (<chart>-<version>.tgz) to expand offline, e.g. an air-gapped mirror:
 # `make render CHARTS_DIR=/srv/charts`. By default the pinned copies beside this checkout
@@ -61,7 +61,7 @@ helm: tools/bin/helm
 render: $(BIN)/.installed tools/bin/helm
 	$(BIN)/inference-platform render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR))
 
-test: lint typecheck unit
+test: lint typecheck docs unit
 
 # lint-imports holds the library's layers (pyproject.toml: [tool.importlinter]).
 lint: $(BIN)/.installed
@@ -71,7 +71,7 @@ lint: $(BIN)/.installed
 
 # The plugin's and the Python example's entry points are each a module named __main__: one run each.
 typecheck: $(BIN)/.installed
-	$(BIN)/mypy src infra tests bench policies comparator/src
+	$(BIN)/mypy src infra tests bench policies comparator/src docs/hooks
 	$(BIN)/mypy plugin/__main__.py
 	$(BIN)/mypy examples/python/__main__.py
 
@@ -85,6 +85,15 @@ PYTEST_WORKERS ?= auto
 
 unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
+
+# The documentation site (mkdocs.yml) into build/site. --strict: a broken link or anchor, a page
+# missing from the nav, or a stale docs/config-reference.md (its hook) fails the build.
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The stack config reference page, generated from the config models' field descriptions.
+docs-reference: $(BIN)/.installed
+	$(BIN)/python -m inference_platform.cli.config_reference > docs/config-reference.md
 
 schema: $(BIN)/.installed
 	$(BIN)/inference-platform schema > infra/stack-config.schema.json

@@ -100,7 +100,7 @@ def render_dir(tmp_path: Path) -> Callable[..., Path]:
 
 
 STACKS = sorted(path.name.split(".")[1] for path in ROOT.glob("Pulumi.*.yaml"))
-# The README's recipes (custom runtimes): stack files that render and pass the whole-cluster checks.
+# The recipes of docs/custom-runtime.md: stack files that render and pass the whole-cluster checks.
 EXAMPLE_STACKS = {
     path.name.split(".")[1]: path for path in sorted((ROOT / "examples" / "stacks").glob("Pulumi.*.yaml"))
 }

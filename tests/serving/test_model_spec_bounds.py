@@ -1,4 +1,4 @@
-"""Boundaries of a model's settings: valid exactly where the README says they are, an error just past.
+"""Boundaries of a model's settings: valid exactly where docs/serving.md says they are, an error just past.
 
 Each case is a pair: the setting at its limit (no problems), and one step over it (exactly one
 problem, at the setting's path). The config is the shared base stack with iris (models[0]) changed.

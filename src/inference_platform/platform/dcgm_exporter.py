@@ -19,8 +19,8 @@ POD_LABELS = {"app.kubernetes.io/name": "dcgm-exporter", "app.kubernetes.io/inst
 
 
 class DcgmExporterConfig(ConfigModel):
-    enabled: bool = False
-    namespace: DNS1123Label = "gpu-monitoring"
+    enabled: bool = Field(default=False, description="Install dcgm-exporter on the GPU nodes.")
+    namespace: DNS1123Label = Field(default="gpu-monitoring", description="dcgm-exporter's namespace.")
     values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
 
 

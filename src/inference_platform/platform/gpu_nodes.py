@@ -14,10 +14,12 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 
 class Toleration(ConfigModel):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] = "Exists"
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    key: str | None = Field(default=None, description="The taint's key; none with Exists: every taint.")
+    operator: Literal["Exists", "Equal"] = Field(default="Exists", description="Exists (any value) or Equal (value).")
+    value: str | None = Field(default=None, description="The taint's value, with Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="The taint's effect; none: every effect."
+    )
 
     def to_kubernetes(self) -> dict[str, str]:
         return self.model_dump(exclude_none=True)
@@ -26,9 +28,12 @@ class Toleration(ConfigModel):
 class GpuNodes(ConfigModel):
     """Where GPU pods may run: the node labels to select and the taints to tolerate."""
 
-    node_selector: Labels = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    node_selector: Labels = Field(
+        default_factory=lambda: {"nvidia.com/gpu.present": "true"}, description="Node labels GPU pods select."
+    )
     tolerations: list[Toleration] = Field(
-        default_factory=lambda: [Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")]
+        default_factory=lambda: [Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")],
+        description="Taints of the GPU nodes that GPU pods tolerate.",
     )
     memory_mib: Annotated[int, Field(gt=0)] | None = Field(
         default=None, description="Memory of one GPU in MiB; turns a vGPU memoryPercent cap into MiB."

@@ -29,7 +29,7 @@ DATASOURCE_UID = "inference-prometheus"
 
 class GrafanaConfig(ConfigModel):
     enabled: bool = Field(default=False, description="Dashboards comparing each model's versions.")
-    namespace: DNS1123Label = "monitoring"
+    namespace: DNS1123Label = Field(default="monitoring", description="Grafana's namespace.")
     admin_password: str | None = Field(
         default=None,
         description="Required when enabled; a Pulumi secret (`pulumi config set --secret --path "

@@ -48,7 +48,9 @@ class KubeSchedulerImage(ConfigModel):
     registry: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:[0-9]+)?$")] = Field(
         default=pins.KUBE_SCHEDULER_REGISTRY, description="An air-gapped cluster's mirror of registry.k8s.io."
     )
-    repository: Annotated[str, Field(pattern=r"^[a-z0-9._/-]+$")] = pins.KUBE_SCHEDULER_REPOSITORY
+    repository: Annotated[str, Field(pattern=r"^[a-z0-9._/-]+$")] = Field(
+        default=pins.KUBE_SCHEDULER_REPOSITORY, description="The image's repository in that registry."
+    )
 
 
 class HamiConfig(ConfigModel):
@@ -58,7 +60,11 @@ class HamiConfig(ConfigModel):
         description="HAMi's own namespace, closed like the platform's others; kube-system for clusters that "
         "must keep it there (its pods then get policies of their own, and kube-system no default deny).",
     )
-    kube_scheduler_image: KubeSchedulerImage = Field(default_factory=KubeSchedulerImage)
+    kube_scheduler_image: KubeSchedulerImage = Field(
+        default_factory=KubeSchedulerImage,
+        description="The kube-scheduler image HAMi runs, tagged with kubernetesVersion; "
+        "point it at an air-gapped mirror.",
+    )
     memory_scaling: Annotated[float, Field(gt=0, le=10)] = Field(
         default=1,
         description="HAMi's deviceMemoryScaling: above 1 hands out more GPU memory than a device has, "

@@ -39,8 +39,8 @@ class GatewayRef(ConfigModel):
     """Where the Istio Gateway object lives, and the labels of the gateway pods that serve it.
     VirtualServices name it as `<namespace>/<name>`; gateway access policies select its pods."""
 
-    namespace: DNS1123Label = DEFAULT_GATEWAY_NAMESPACE
-    name: DNS1123Label = DEFAULT_GATEWAY_NAME
+    namespace: DNS1123Label = Field(default=DEFAULT_GATEWAY_NAMESPACE, description="The gateway's namespace.")
+    name: DNS1123Label = Field(default=DEFAULT_GATEWAY_NAME, description="The Istio Gateway's name.")
     selector: Labels = Field(
         default_factory=lambda: dict(DEFAULT_GATEWAY_SELECTOR),
         min_length=1,
@@ -60,13 +60,16 @@ class GatewayTls(ConfigModel):
 
 
 class NodePorts(ConfigModel):
-    http: Annotated[int, Field(ge=30000, le=32767)] = 30080
-    https: Annotated[int, Field(ge=30000, le=32767)] = 30443
+    http: Annotated[int, Field(ge=30000, le=32767)] = Field(default=30080, description="The node port serving HTTP.")
+    https: Annotated[int, Field(ge=30000, le=32767)] = Field(default=30443, description="The node port serving HTTPS.")
 
 
 class IngressGatewayConfig(ConfigModel):
     enabled: bool = Field(default=True, description="Install Istio; off when the cluster already runs it.")
-    gateway: GatewayRef = Field(default_factory=GatewayRef)
+    gateway: GatewayRef = Field(
+        default_factory=GatewayRef,
+        description="The Gateway's namespace and name and the selector labelling the gateway pods.",
+    )
     service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = Field(
         default="LoadBalancer",
         description="NodePort on clusters without a load balancer (kind), or `pulumi up` waits for an address forever.",
@@ -77,13 +80,15 @@ class IngressGatewayConfig(ConfigModel):
         description="Local keeps the client's address, which allow and deny lists need (nodes without a gateway "
         "pod then get no traffic); Cluster spreads over every node but shows the gateway a node's address.",
     )
-    replicas: Annotated[int, Field(ge=1, le=50)] = 1
+    replicas: Annotated[int, Field(ge=1, le=50)] = Field(default=1, description="Gateway pods.")
     trusted_proxies: Annotated[int, Field(ge=0, le=10)] = Field(
         default=0,
         description="Proxies in front of the gateway that append X-Forwarded-For (1 behind an L7 load balancer); "
         "client allow and deny lists see the address before them.",
     )
-    tls: GatewayTls | None = None
+    tls: GatewayTls | None = Field(
+        default=None, description="Serves HTTPS with this certificate's Secret (credentialName)."
+    )
     values: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Raw chart values laid over the generated ones, by chart: base, istiod, gateway.",

@@ -128,16 +128,25 @@ class MetricsScraper(ConfigModel):
 
 
 class PrometheusConfig(ConfigModel):
-    enabled: bool = True
-    namespace: DNS1123Label = "monitoring"
-    retention: Annotated[str, Field(pattern=r"^[0-9]+(ms|s|m|h|d|w|y)$")] = "15d"
-    retention_size: Annotated[str, Field(pattern=r"^[0-9]+(KB|MB|GB|TB|PB)$")] | None = None
+    enabled: bool = Field(
+        default=True,
+        description="Install Prometheus (autoscaling on custom metrics, KEDA, alerts and dashboards need it).",
+    )
+    namespace: DNS1123Label = Field(default="monitoring", description="Prometheus' namespace.")
+    retention: Annotated[str, Field(pattern=r"^[0-9]+(ms|s|m|h|d|w|y)$")] = Field(
+        default="15d", description="How long samples are kept."
+    )
+    retention_size: Annotated[str, Field(pattern=r"^[0-9]+(KB|MB|GB|TB|PB)$")] | None = Field(
+        default=None, description="The most disk samples may take (512MB, 40GB); none: no size bound."
+    )
     scrape_interval: Duration = Field(
         default="15s",
         description="requests_per_second is a rate over one minute, which needs several samples in it.",
     )
-    storage_size: Quantity = "50Gi"
-    storage_class: str | None = None
+    storage_size: Quantity = Field(default="50Gi", description="The size of Prometheus' volume.")
+    storage_class: str | None = Field(
+        default=None, description="The volume's StorageClass; none: the cluster's default."
+    )
     subcharts: list[Subchart] = Field(
         default_factory=list, description="The chart's bundled subcharts to install; none by default."
     )

@@ -136,25 +136,32 @@ class KedaRefGpuSource(str, Enum):
 
 class ResourceList(TypedDict):
     cpu: NotRequired[str]
+    """CPU, a Kubernetes quantity (500m, 2); unset keeps the runtime's default."""
     memory: NotRequired[str]
+    """Memory, a Kubernetes quantity (512Mi, 8Gi); unset keeps the runtime's default."""
 
 
 class Resources(TypedDict):
     """Container requests and limits; keys left out keep the runtime's defaults."""
 
     requests: NotRequired[ResourceList]
+    """What the scheduler reserves for the container."""
     limits: NotRequired[ResourceList]
+    """The most the container may use."""
 
 
 class EnvVar(TypedDict):
     name: str
+    """The variable's name."""
     value: str
+    """Its value, as a string."""
 
 
 class ModelVersion(TypedDict):
     """One version of a model: its own Deployment and Service, live or shadow."""
 
     name: str
+    """DNS label; <model>-<version> names its Deployment, Service and ConfigMap. TF Serving and Triton number versions: end it in a number (v3 is version 3)."""
     model_uri: str
     """pvc://<claim>/<path> (mounted), or s3://, gs://, http(s)://, hf:// (downloaded first)."""
     weight: NotRequired[int]
@@ -166,7 +173,9 @@ class ModelVersion(TypedDict):
     image: NotRequired[str]
     """Overrides the runtime's image for this version."""
     resources: NotRequired[Resources]
+    """Overrides the model's requests and limits for this version."""
     env: NotRequired[list[EnvVar]]
+    """[{name, value}] added to this version's server container."""
     args: NotRequired[list[str]]
     """Appended to the model's server arguments."""
 
@@ -175,8 +184,9 @@ class Gpu(TypedDict):
     """One of: none, exclusive, vgpu, shared, chosen by `mode`."""
 
     mode: GpuMode
+    """No GPU resources, and NVIDIA_VISIBLE_DEVICES=none so a CPU pod on a GPU node cannot touch a GPU."""
     count: NotRequired[int]
-    """Default: 1. Only with mode exclusive or vgpu."""
+    """Whole GPUs per pod. Default: 1. Only with mode exclusive or vgpu."""
     memory_mib: NotRequired[int]
     """Memory cap per vGPU in MiB. Only with mode vgpu."""
     memory_percent: NotRequired[int]
@@ -193,7 +203,7 @@ class AutoscalingSpec(TypedDict):
     min_replicas: NotRequired[int]
     """0 lets a version sleep at zero replicas while idle, woken by its first request (needs platform.autoscaler: keda). Default: 1."""
     max_replicas: NotRequired[int]
-    """Default: 1."""
+    """An autoscaler per version when above minReplicas; equal, that many replicas and no autoscaler. Default: 1."""
     cpu_utilization: NotRequired[int]
     """Target average CPU use, in percent of the requests."""
     memory_utilization: NotRequired[int]
@@ -216,12 +226,17 @@ class TransformerSpec(TypedDict):
     """Pre- and post-processing in front of the model server, in the same pod. It receives every request on `port` and calls the server at PREDICTOR_HOST (localhost)."""
 
     image: str
+    """The transformer's image: a tag other than latest, or an @sha256: digest."""
     port: NotRequired[int]
-    """Default: 9080."""
+    """The port it serves on: the Service and routes point at it. Default: 9080."""
     command: NotRequired[list[str]]
+    """Overrides the image's entrypoint."""
     args: NotRequired[list[str]]
+    """Arguments to its command."""
     env: NotRequired[list[EnvVar]]
+    """[{name, value}] added to its container (beside PREDICTOR_HOST=localhost:<server port>)."""
     resources: NotRequired[Resources]
+    """Its container's requests and limits."""
     health_path: NotRequired[str]
     """HTTP path that answers 200 when ready; a TCP check on the port when unset."""
     run_as_user: NotRequired[int]
@@ -246,59 +261,66 @@ class HeaderRequirement(TypedDict):
     name: str
     """Lowercase header name."""
     values: list[str]
+    """The values accepted; any other (or none) is refused."""
 
 
 class JwtRequirement(TypedDict):
     issuer: str
+    """The tokens' issuer (iss)."""
     jwks_uri: str
+    """Where the issuer's signing keys are published (https)."""
     audiences: NotRequired[list[str]]
+    """Accepted audiences (aud); none: any."""
 
 
 class CircuitBreaker(TypedDict):
     """Defaults eject a failing pod for a while, and never more than half of a version's pods."""
 
     max_connections: NotRequired[int]
-    """Default: 1024."""
+    """TCP connections to a version at most (maxConnections). Default: 1024."""
     max_pending_requests: NotRequired[int]
-    """Default: 1024."""
+    """Requests waiting for a connection at most (http1MaxPendingRequests). Default: 1024."""
     max_requests: NotRequired[int]
-    """Default: 1024."""
+    """Requests in flight to a version at most (http2MaxRequests). Default: 1024."""
     connect_timeout: NotRequired[str]
-    """Default: \"5s\"."""
+    """TCP connect timeout. Default: \"5s\"."""
     consecutive_errors: NotRequired[int]
     """5xx responses in a row that eject a pod. Default: 5."""
     interval: NotRequired[str]
-    """Default: \"10s\"."""
+    """How often pods are checked for ejection. Default: \"10s\"."""
     base_ejection_time: NotRequired[str]
-    """Default: \"30s\"."""
+    """How long an ejected pod stays out (longer each time it is ejected again). Default: \"30s\"."""
     max_ejection_percent: NotRequired[int]
-    """Default: 50."""
+    """The largest share of a version's pods ejected at once. Default: 50."""
 
 
 class Protection(TypedDict):
     rate_limit: NotRequired[RateLimit]
     """Envoy's local rate limit at each pod."""
     clients: NotRequired[ClientAccess]
+    """Client address lists, enforced at the gateway."""
     require_headers: NotRequired[list[HeaderRequirement]]
+    """Headers a request must carry, enforced at the gateway."""
     jwt: NotRequired[JwtRequirement]
     """Callers must present a valid JWT from this issuer."""
     circuit_breaker: NotRequired[CircuitBreaker]
+    """Connection limits and outlier ejection in the DestinationRule."""
 
 
 class RetryPolicy(TypedDict):
     attempts: NotRequired[int]
-    """Default: 2."""
+    """How many times a request is retried (0: never). Default: 2."""
     per_try_timeout: NotRequired[str]
     """Cut-off for one attempt; the model's timeout when unset, so a slow answer is not cut."""
     retry_on: NotRequired[str]
-    """Default: \"connect-failure,refused-stream,reset-before-request\"."""
+    """Envoy's retry conditions, comma-separated; the default retries only requests that never reached the model. Default: \"connect-failure,refused-stream,reset-before-request\"."""
 
 
 class PayloadComparison(TypedDict):
     """Compare what each shadow answers with what the primary answered to the same request."""
 
     enabled: NotRequired[bool]
-    """Default: false."""
+    """Compare each shadow's answers with the primary's (needs a shadow); deploys the payload comparator. Default: false."""
     min_agreement: NotRequired[float]
     """The share of paired requests a shadow must answer as the primary did. Default: 0.99."""
     min_pairs: NotRequired[int]
@@ -306,7 +328,7 @@ class PayloadComparison(TypedDict):
     absolute_tolerance: NotRequired[float]
     """Numbers agree within absoluteTolerance + relativeTolerance x |primary's|. Default: 1e-06."""
     relative_tolerance: NotRequired[float]
-    """Default: 0.0001."""
+    """Numbers agree when |a - b| <= absoluteTolerance + relativeTolerance * |a|, a the primary's. Default: 0.0001."""
     min_text_similarity: NotRequired[float]
     """Texts that differ agree when their normalised similarity is at least this. Default: 0.9."""
     sample: NotRequired[float]
@@ -334,19 +356,20 @@ class Batching(TypedDict):
     """Server-side batching (TF Serving's BatchingParameters)."""
 
     max_batch_size: NotRequired[int]
-    """Default: 32."""
+    """The largest batch (max_batch_size). Default: 32."""
     batch_timeout_micros: NotRequired[int]
-    """Default: 1000."""
+    """How long a batch waits to fill, in microseconds (batch_timeout_micros). Default: 1000."""
     max_enqueued_batches: NotRequired[int]
-    """Default: 100."""
+    """Batches queued at most (max_enqueued_batches). Default: 100."""
     num_batch_threads: NotRequired[int]
-    """Default: 4."""
+    """Threads processing batches (num_batch_threads). Default: 4."""
     pad_variable_length_inputs: NotRequired[bool]
-    """Default: false."""
+    """Pad inputs of different lengths to batch them (pad_variable_length_inputs). Default: false."""
 
 
 class Tensor(TypedDict):
     name: str
+    """The tensor's name in the model."""
     data_type: TensorDataType
     """FP32, INT64, STRING, ... (Triton's TYPE_ without the prefix)."""
     dims: list[int]
@@ -355,13 +378,14 @@ class Tensor(TypedDict):
 
 class DynamicBatching(TypedDict):
     preferred_batch_size: NotRequired[list[int]]
+    """Batch sizes the batcher aims for."""
     max_queue_delay_microseconds: NotRequired[int]
-    """Default: 0."""
+    """How long a request may wait for a batch, in microseconds. Default: 0."""
 
 
 class InstanceGroup(TypedDict):
     count: NotRequired[int]
-    """Default: 1."""
+    """Instances in the group. Default: 1."""
     kind: NotRequired[InstanceGroupKind]
     """gpu when the model has a GPU, else cpu."""
 
@@ -374,16 +398,16 @@ class ProbeSpec(TypedDict):
     port: NotRequired[int]
     """The port to check; the serving port when unset."""
     timeout_seconds: NotRequired[int]
-    """Default: 5."""
+    """How long one probe may take. Default: 5."""
     failure_threshold: NotRequired[int]
-    """Default: 3."""
+    """Failed probes in a row before the pod is unready (or, for liveness, restarted). Default: 3."""
 
 
 class MetricsSpec(TypedDict):
     port: NotRequired[int]
     """Where the server publishes metrics; the serving port when unset."""
     path: NotRequired[str]
-    """Default: \"/metrics\"."""
+    """The path the metrics are served at. Default: \"/metrics\"."""
     queue_gauge: NotRequired[str]
     """The server's gauge of requests waiting (e.g. TGI's tgi_queue_size), for autoscaling.queueDepth."""
 
@@ -401,20 +425,25 @@ class Model(TypedDict):
     name: str
     """Served at <name>.<domain>; also the Kubernetes name prefix."""
     runtime: ModelRuntime
+    """TF Serving: a SavedModel; REST 8501, gRPC 8500."""
     versions: list[ModelVersion]
+    """At least one version; live ones (weight) split traffic, shadows (mirrorPercent) get copies."""
     replicas: NotRequired[int]
-    """Default: 1."""
+    """Pods per version (a version may override it); not with an autoscaling range. Default: 1."""
     image: NotRequired[str]
     """Overrides the runtime's pinned default image."""
     resources: NotRequired[Resources]
+    """requests/limits with cpu/memory for the server container; unset keys keep the runtime's defaults."""
     env: NotRequired[list[EnvVar]]
+    """[{name, value}] added to the server container; a version's env merges with it."""
     args: NotRequired[list[str]]
     """Appended to the generated server arguments."""
     gpu: NotRequired[Gpu]
-    """none, exclusive, vgpu or shared."""
+    """none, exclusive, vgpu or shared: a mode alone (gpu: exclusive) or {mode, ...} with its settings."""
     autoscaling: NotRequired[AutoscalingSpec]
     """Scales every version between minReplicas and maxReplicas."""
     transformer: NotRequired[TransformerSpec]
+    """A pre/post-processing container in front of the server, in the same pod."""
     download_size: NotRequired[str]
     """Size of the volume downloaded model files go to (s3, gs, http(s), hf). Default: \"20Gi\"."""
     protection: NotRequired[Protection]
@@ -424,6 +453,7 @@ class Model(TypedDict):
     rollout_timeout: NotRequired[str]
     """How long `pulumi up` waits for a version's pods to be ready; by default the server's startup budget plus 15 minutes for image pulls and downloads."""
     retries: NotRequired[RetryPolicy]
+    """Retries at the gateway and in the mesh; perTryTimeout defaults to timeout, so a slow answer is never cut early."""
     analysis: NotRequired[AnalysisSpec]
     """How canaries and shadows are judged against the primary: alerts and `infra analyze`."""
     calls: NotRequired[list[str]]
@@ -437,29 +467,29 @@ class Model(TypedDict):
     mar_version: NotRequired[str]
     """The --version the archive was made with: its worker settings are keyed by it. Default: \"1.0\". Only with runtime torchserve."""
     min_workers: NotRequired[int]
-    """Default: 1. Only with runtime torchserve."""
+    """Workers started for the model (minWorkers). Default: 1. Only with runtime torchserve."""
     max_workers: NotRequired[int]
-    """Default: 1. Only with runtime torchserve."""
+    """Workers at most (maxWorkers). Default: 1. Only with runtime torchserve."""
     batch_size: NotRequired[int]
-    """Default: 1. Only with runtime torchserve."""
+    """Requests batched together (batchSize). Default: 1. Only with runtime torchserve."""
     max_batch_delay_ms: NotRequired[int]
-    """Default: 100. Only with runtime torchserve."""
+    """How long a batch waits to fill, in milliseconds (maxBatchDelay). Default: 100. Only with runtime torchserve."""
     response_timeout_seconds: NotRequired[int]
-    """Default: 120. Only with runtime torchserve."""
+    """How long a worker may take to answer (responseTimeout). Default: 120. Only with runtime torchserve."""
     job_queue_size: NotRequired[int]
-    """Default: 100. Only with runtime torchserve."""
+    """Requests queued for the model at most (job_queue_size). Default: 100. Only with runtime torchserve."""
     format: NotRequired[ModelFormat]
     """Picks the backend and the file name in each version directory (model.onnx, ...). Only with runtime triton or mlserver."""
     max_batch_size: NotRequired[int]
-    """Default: 0. Only with runtime triton or mlserver."""
+    """The model's max_batch_size (0: the model does not batch). Default: 0. Only with runtime triton or mlserver."""
     inputs: NotRequired[list[Tensor]]
-    """Only with runtime triton."""
+    """The model's inputs (name, dataType like FP32, dims), when its config is generated. Only with runtime triton."""
     outputs: NotRequired[list[Tensor]]
-    """Only with runtime triton."""
+    """The model's outputs, shaped as inputs. Only with runtime triton."""
     dynamic_batching: NotRequired[DynamicBatching]
-    """Only with runtime triton."""
+    """Turns Triton's dynamic batcher on. Only with runtime triton."""
     instance_groups: NotRequired[list[InstanceGroup]]
-    """Only with runtime triton."""
+    """Model instances and where they run (instance_group). Only with runtime triton."""
     config_pbtxt: NotRequired[str]
     """A whole config.pbtxt instead of the settings above; checked against ModelConfig. Only with runtime triton."""
     max_batch_time: NotRequired[float]
@@ -471,7 +501,7 @@ class Model(TypedDict):
     max_model_len: NotRequired[int]
     """Longest context (prompt and output) in tokens; the model's own when unset. Only with runtime vllm or sglang."""
     dtype: NotRequired[ModelDtype]
-    """Default: \"auto\". Only with runtime vllm or sglang."""
+    """The weights' and activations' data type (--dtype). Default: \"auto\". Only with runtime vllm or sglang."""
     gpu_memory_utilization: NotRequired[float]
     """Share of the device the engine takes (weights and KV cache); derived from a vGPU memory cap when unset. Only with runtime vllm or sglang."""
     shm_size: NotRequired[str]
@@ -527,6 +557,7 @@ class GraphNode(TypedDict):
     router_type: GraphNodeRouterType
     """Sequence, Switch, Ensemble or Splitter, as in KServe."""
     steps: list[GraphStep]
+    """The node's steps: each names a model of the stack or another node of the graph."""
 
 
 class PipelineSpec(TypedDict):
@@ -537,7 +568,7 @@ class PipelineSpec(TypedDict):
     nodes: dict[str, GraphNode]
     """The graph; requests start at the node named root."""
     replicas: NotRequired[int]
-    """Default: 1."""
+    """Router pods; not with an autoscaling range. Default: 1."""
     autoscaling: NotRequired[AutoscalingSpec]
     """Scales the router on requestsPerSecond or CPU."""
     propagate_headers: NotRequired[list[str]]
@@ -545,7 +576,9 @@ class PipelineSpec(TypedDict):
     timeout: NotRequired[str]
     """Request timeout at the gateway; the router itself stops at 60s. Default: \"60s\"."""
     retries: NotRequired[RetryPolicy]
+    """Retries at the gateway, as for a model."""
     resources: NotRequired[Resources]
+    """The router container's requests and limits."""
     image: NotRequired[str]
     """Overrides the pinned KServe router image (a mirror)."""
     protection: NotRequired[Protection]
@@ -556,18 +589,18 @@ class GatewayRef(TypedDict):
     """Where the Istio Gateway object lives, and the labels of the gateway pods that serve it. VirtualServices name it as `<namespace>/<name>`; gateway access policies select its pods."""
 
     namespace: NotRequired[str]
-    """Default: \"istio-ingress\"."""
+    """The gateway's namespace. Default: \"istio-ingress\"."""
     name: NotRequired[str]
-    """Default: \"inference-gateway\"."""
+    """The Istio Gateway's name. Default: \"inference-gateway\"."""
     selector: NotRequired[dict[str, str]]
     """Labels of the gateway pods: the Gateway object and gateway access policies select them."""
 
 
 class NodePorts(TypedDict):
     http: NotRequired[int]
-    """Default: 30080."""
+    """The node port serving HTTP. Default: 30080."""
     https: NotRequired[int]
-    """Default: 30443."""
+    """The node port serving HTTPS. Default: 30443."""
 
 
 class GatewayTls(TypedDict):
@@ -581,6 +614,7 @@ class IngressGatewayConfig(TypedDict):
     enabled: NotRequired[bool]
     """Install Istio; off when the cluster already runs it. Default: true."""
     gateway: NotRequired[GatewayRef]
+    """The Gateway's namespace and name and the selector labelling the gateway pods."""
     service_type: NotRequired[IngressGatewayServiceType]
     """NodePort on clusters without a load balancer (kind), or `pulumi up` waits for an address forever. Default: \"LoadBalancer\"."""
     node_ports: NotRequired[NodePorts]
@@ -588,27 +622,30 @@ class IngressGatewayConfig(TypedDict):
     external_traffic_policy: NotRequired[IngressGatewayExternalTrafficPolicy]
     """Local keeps the client's address, which allow and deny lists need (nodes without a gateway pod then get no traffic); Cluster spreads over every node but shows the gateway a node's address. Default: \"Local\"."""
     replicas: NotRequired[int]
-    """Default: 1."""
+    """Gateway pods. Default: 1."""
     trusted_proxies: NotRequired[int]
     """Proxies in front of the gateway that append X-Forwarded-For (1 behind an L7 load balancer); client allow and deny lists see the address before them. Default: 0."""
     tls: NotRequired[GatewayTls]
+    """Serves HTTPS with this certificate's Secret (credentialName)."""
     values: NotRequired[dict[str, dict[str, Any]]]
     """Raw chart values laid over the generated ones, by chart: base, istiod, gateway."""
 
 
 class PrometheusConfig(TypedDict):
     enabled: NotRequired[bool]
-    """Default: true."""
+    """Install Prometheus (autoscaling on custom metrics, KEDA, alerts and dashboards need it). Default: true."""
     namespace: NotRequired[str]
-    """Default: \"monitoring\"."""
+    """Prometheus' namespace. Default: \"monitoring\"."""
     retention: NotRequired[str]
-    """Default: \"15d\"."""
+    """How long samples are kept. Default: \"15d\"."""
     retention_size: NotRequired[str]
+    """The most disk samples may take (512MB, 40GB); none: no size bound."""
     scrape_interval: NotRequired[str]
     """requests_per_second is a rate over one minute, which needs several samples in it. Default: \"15s\"."""
     storage_size: NotRequired[str]
-    """Default: \"50Gi\"."""
+    """The size of Prometheus' volume. Default: \"50Gi\"."""
     storage_class: NotRequired[str]
+    """The volume's StorageClass; none: the cluster's default."""
     subcharts: NotRequired[list[PrometheusSubcharts]]
     """The chart's bundled subcharts to install; none by default."""
     values: NotRequired[dict[str, Any]]
@@ -637,7 +674,7 @@ class GrafanaConfig(TypedDict):
     enabled: NotRequired[bool]
     """Dashboards comparing each model's versions. Default: false."""
     namespace: NotRequired[str]
-    """Default: \"monitoring\"."""
+    """Grafana's namespace. Default: \"monitoring\"."""
     admin_password: NotRequired[str]
     """Required when enabled; a Pulumi secret (`pulumi config set --secret --path 'platform.grafana.adminPassword'`). Never left to the chart, which would invent a new one on every render."""
     expose: NotRequired[bool]
@@ -648,9 +685,9 @@ class GrafanaConfig(TypedDict):
 
 class DcgmExporterConfig(TypedDict):
     enabled: NotRequired[bool]
-    """Default: false."""
+    """Install dcgm-exporter on the GPU nodes. Default: false."""
     namespace: NotRequired[str]
-    """Default: \"gpu-monitoring\"."""
+    """dcgm-exporter's namespace. Default: \"gpu-monitoring\"."""
     values: NotRequired[dict[str, Any]]
     """Raw chart values laid over the generated ones."""
 
@@ -661,7 +698,7 @@ class KubeSchedulerImage(TypedDict):
     registry: NotRequired[str]
     """An air-gapped cluster's mirror of registry.k8s.io. Default: \"registry.k8s.io\"."""
     repository: NotRequired[str]
-    """Default: \"kube-scheduler\"."""
+    """The image's repository in that registry. Default: \"kube-scheduler\"."""
 
 
 class HamiConfig(TypedDict):
@@ -670,6 +707,7 @@ class HamiConfig(TypedDict):
     namespace: NotRequired[str]
     """HAMi's own namespace, closed like the platform's others; kube-system for clusters that must keep it there (its pods then get policies of their own, and kube-system no default deny). Default: \"hami-system\"."""
     kube_scheduler_image: NotRequired[KubeSchedulerImage]
+    """The kube-scheduler image HAMi runs, tagged with kubernetesVersion; point it at an air-gapped mirror."""
     memory_scaling: NotRequired[float]
     """HAMi's deviceMemoryScaling: above 1 hands out more GPU memory than a device has, backed by host memory (idle models), at the risk of out-of-memory errors when they all wake. Default: 1."""
     core_scaling: NotRequired[float]
@@ -682,17 +720,22 @@ class HamiConfig(TypedDict):
 
 class Toleration(TypedDict):
     key: NotRequired[str]
+    """The taint's key; none with Exists: every taint."""
     operator: NotRequired[TolerationOperator]
-    """Default: \"Exists\"."""
+    """Exists (any value) or Equal (value). Default: \"Exists\"."""
     value: NotRequired[str]
+    """The taint's value, with Equal."""
     effect: NotRequired[TolerationEffect]
+    """The taint's effect; none: every effect."""
 
 
 class GpuNodes(TypedDict):
     """Where GPU pods may run: the node labels to select and the taints to tolerate."""
 
     node_selector: NotRequired[dict[str, str]]
+    """Node labels GPU pods select."""
     tolerations: NotRequired[list[Toleration]]
+    """Taints of the GPU nodes that GPU pods tolerate."""
     memory_mib: NotRequired[int]
     """Memory of one GPU in MiB; turns a vGPU memoryPercent cap into MiB."""
     count: NotRequired[int]
@@ -741,6 +784,7 @@ class PayloadComparatorConfig(TypedDict):
     image: NotRequired[str]
     """Overrides the pinned comparator image (a mirror)."""
     resources: NotRequired[Resources]
+    """The comparator's requests and limits (250m/256Mi requested, 1 CPU/512Mi limit by default)."""
     buffer_mib: NotRequired[int]
     """At most this much request and response bodies held while waiting for a pair. Default: 64."""
     max_body_kib: NotRequired[int]
@@ -753,12 +797,19 @@ class PlatformConfig(TypedDict):
     kubernetes_version: NotRequired[str]
     """The cluster's version (1.30.4); HAMi runs a kube-scheduler of this version."""
     ingress: NotRequired[IngressGatewayConfig]
+    """Istio: the ingress gateway and the mesh's control plane."""
     prometheus: NotRequired[PrometheusConfig]
+    """Prometheus, which scrapes the models, the sidecars and the exporters."""
     prometheus_adapter: NotRequired[PrometheusAdapterConfig]
+    """prometheus-adapter: the custom metrics (GPU use, QPS, queue depth) HPAs read; needs Prometheus."""
     metrics_server: NotRequired[MetricsServerConfig]
+    """metrics-server: the resource metrics API HPAs on CPU and memory read."""
     grafana: NotRequired[GrafanaConfig]
+    """Grafana with a dashboard per compared model (off by default)."""
     dcgm_exporter: NotRequired[DcgmExporterConfig]
+    """NVIDIA dcgm-exporter: per-GPU metrics on GPU nodes (off by default)."""
     hami: NotRequired[HamiConfig]
+    """HAMi: GPU sharing, required for gpu: vgpu (off by default)."""
     gpu_nodes: NotRequired[GpuNodes]
     """How GPU pods find and tolerate GPU nodes."""
     autoscaler: NotRequired[PlatformAutoscaler]
@@ -777,11 +828,13 @@ class S3Settings(TypedDict):
     endpoint: NotRequired[str]
     """S3-compatible endpoint URL (MinIO, Ceph, ...); AWS when unset."""
     region: NotRequired[str]
+    """The bucket's region."""
     verify_ssl: NotRequired[bool]
-    """Default: true."""
+    """Verify the endpoint's TLS certificate. Default: true."""
     access_key_id: NotRequired[str]
     """Leave both keys unset for anonymous access."""
     secret_access_key: NotRequired[str]
+    """The secret access key; set it with pulumi config set --secret --path."""
 
 
 class GcsSettings(TypedDict):
@@ -798,8 +851,11 @@ class StorageCredentials(TypedDict):
     """Credentials the storage initializer uses, per scheme. Always stored as a Kubernetes Secret."""
 
     s3: NotRequired[S3Settings]
+    """S3 (or S3-compatible) credentials and endpoint for s3:// model URIs."""
     gcs: NotRequired[GcsSettings]
+    """A GCS service account key for gs:// model URIs."""
     huggingface: NotRequired[HuggingFaceSettings]
+    """A Hugging Face token for hf:// model URIs."""
 
 
 class InferencePlatformArgs(TypedDict):
@@ -814,6 +870,7 @@ class InferencePlatformArgs(TypedDict):
     pipelines: NotRequired[list[PipelineSpec]]
     """Inference graphs over the models (KServe InferenceGraph shapes), served at <pipeline>.<domain>."""
     platform: NotRequired[PlatformConfig]
+    """The cluster-wide pieces models run on; each can be switched off."""
     storage: NotRequired[StorageCredentials]
     """Credentials for downloading model files; store the values as Pulumi secrets."""
 

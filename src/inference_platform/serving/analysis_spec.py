@@ -18,7 +18,11 @@ PayloadProtocol = Literal["open-inference-v2", "tfserving", "torchserve", "opena
 class PayloadComparison(ConfigModel):
     """Compare what each shadow answers with what the primary answered to the same request."""
 
-    enabled: bool = False
+    enabled: bool = Field(
+        default=False,
+        description="Compare each shadow's answers with the primary's (needs a shadow); "
+        "deploys the payload comparator.",
+    )
     min_agreement: Annotated[float, Field(gt=0, le=1)] = Field(
         default=0.99, description="The share of paired requests a shadow must answer as the primary did."
     )
@@ -28,7 +32,10 @@ class PayloadComparison(ConfigModel):
     absolute_tolerance: Annotated[float, Field(ge=0)] = Field(
         default=1e-6, description="Numbers agree within absoluteTolerance + relativeTolerance x |primary's|."
     )
-    relative_tolerance: Annotated[float, Field(ge=0)] = 1e-4
+    relative_tolerance: Annotated[float, Field(ge=0)] = Field(
+        default=1e-4,
+        description="Numbers agree when |a - b| <= absoluteTolerance + relativeTolerance * |a|, a the primary's.",
+    )
     min_text_similarity: Annotated[float, Field(ge=0, le=1)] = Field(
         default=0.9, description="Texts that differ agree when their normalised similarity is at least this."
     )

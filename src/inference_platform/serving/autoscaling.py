@@ -43,7 +43,10 @@ class AutoscalingSpec(ConfigModel):
         description="0 lets a version sleep at zero replicas while idle, woken by its first request "
         "(needs platform.autoscaler: keda).",
     )
-    max_replicas: Annotated[int, Field(ge=1, le=1000)] = 1
+    max_replicas: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=1,
+        description="An autoscaler per version when above minReplicas; equal, that many replicas and no autoscaler.",
+    )
     cpu_utilization: Annotated[int, Field(ge=1, le=1000)] | None = Field(
         default=None, description="Target average CPU use, in percent of the requests."
     )

@@ -36,7 +36,10 @@ class GpuPlacement:
 
 
 class NoGpu(ConfigModel):
-    mode: Literal["none"] = "none"
+    mode: Literal["none"] = Field(
+        default="none",
+        description="No GPU resources, and NVIDIA_VISIBLE_DEVICES=none so a CPU pod on a GPU node cannot touch a GPU.",
+    )
 
     @property
     def device_count(self) -> int | None:
@@ -50,8 +53,10 @@ class NoGpu(ConfigModel):
 class ExclusiveGpu(ConfigModel):
     """Whole GPUs from the device plugin; the scheduler counts them."""
 
-    mode: Literal["exclusive"] = "exclusive"
-    count: Annotated[int, Field(ge=1, le=16)] = 1
+    mode: Literal["exclusive"] = Field(
+        default="exclusive", description="Whole GPUs: nvidia.com/gpu with the GPU nodes' selector and tolerations."
+    )
+    count: Annotated[int, Field(ge=1, le=16)] = Field(default=1, description="Whole GPUs per pod.")
 
     @property
     def device_count(self) -> int | None:
@@ -64,7 +69,11 @@ class ExclusiveGpu(ConfigModel):
 class VirtualGpu(ConfigModel):
     """Slices of GPUs through HAMi: memory and compute caps enforced inside the container."""
 
-    mode: Literal["vgpu"] = "vgpu"
+    mode: Literal["vgpu"] = Field(
+        default="vgpu",
+        description="HAMi virtual GPUs (needs platform.hami.enabled): slices of memory and cores, "
+        "placed by HAMi's scheduler.",
+    )
     count: Annotated[int, Field(ge=1, le=16)] = Field(default=1, description="Number of vGPUs.")
     memory_mib: Annotated[int, Field(ge=1)] | None = Field(default=None, description="Memory cap per vGPU in MiB.")
     memory_percent: Annotated[int, Field(ge=1, le=100)] | None = Field(
@@ -116,7 +125,9 @@ class SharedGpu(ConfigModel):
     exhausting one device's memory. Prefer vgpu where HAMi runs.
     """
 
-    mode: Literal["shared"] = "shared"
+    mode: Literal["shared"] = Field(
+        default="shared", description="NVIDIA_VISIBLE_DEVICES only, on GPU nodes; the scheduler does not see this use."
+    )
     visible_devices: Annotated[str, Field(pattern=r"^(all|[0-9]+(,[0-9]+)*|GPU-[0-9a-f-]+(,GPU-[0-9a-f-]+)*)$")] = (
         Field(default="all", description="'all', device indices (0,1) or GPU UUIDs.")
     )

@@ -37,15 +37,19 @@ MAX_NAME_LENGTH = 63
 
 
 class ResourceList(ConfigModel):
-    cpu: Quantity | None = None
-    memory: Quantity | None = None
+    cpu: Quantity | None = Field(
+        default=None, description="CPU, a Kubernetes quantity (500m, 2); unset keeps the runtime's default."
+    )
+    memory: Quantity | None = Field(
+        default=None, description="Memory, a Kubernetes quantity (512Mi, 8Gi); unset keeps the runtime's default."
+    )
 
 
 class Resources(ConfigModel):
     """Container requests and limits; keys left out keep the runtime's defaults."""
 
-    requests: ResourceList = ResourceList()
-    limits: ResourceList = ResourceList()
+    requests: ResourceList = Field(default=ResourceList(), description="What the scheduler reserves for the container.")
+    limits: ResourceList = Field(default=ResourceList(), description="The most the container may use.")
 
     def over(self, defaults: Resources) -> Resources:
         """These resources with every unset key taken from `defaults`."""
@@ -65,14 +69,19 @@ class Resources(ConfigModel):
 
 
 class EnvVar(ConfigModel):
-    name: Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
-    value: str
+    name: Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)] = Field(
+        description="The variable's name."
+    )
+    value: str = Field(description="Its value, as a string.")
 
 
 class ModelVersion(ConfigModel):
     """One version of a model: its own Deployment and Service, live or shadow."""
 
-    name: DNS1123Label
+    name: DNS1123Label = Field(
+        description="DNS label; <model>-<version> names its Deployment, Service and ConfigMap. "
+        "TF Serving and Triton number versions: end it in a number (v3 is version 3)."
+    )
     model_uri: ModelUri = Field(
         description="pvc://<claim>/<path> (mounted), or s3://, gs://, http(s)://, hf:// (downloaded first)."
     )
@@ -86,8 +95,12 @@ class ModelVersion(ConfigModel):
         default=None, description="Overrides the model's replicas for this version."
     )
     image: PinnedImage | None = Field(default=None, description="Overrides the runtime's image for this version.")
-    resources: Resources | None = None
-    env: list[EnvVar] = Field(default_factory=list)
+    resources: Resources | None = Field(
+        default=None, description="Overrides the model's requests and limits for this version."
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list, description="[{name, value}] added to this version's server container."
+    )
     args: list[str] = Field(default_factory=list, description="Appended to the model's server arguments.")
 
     @model_validator(mode="after")
@@ -115,12 +128,17 @@ class TransformerSpec(ConfigModel):
     It receives every request on `port` and calls the server at PREDICTOR_HOST (localhost).
     """
 
-    image: PinnedImage
-    port: Annotated[int, Field(ge=1, le=65535)] = 9080
-    command: list[str] | None = None
-    args: list[str] = Field(default_factory=list)
-    env: list[EnvVar] = Field(default_factory=list)
-    resources: Resources = Resources()
+    image: PinnedImage = Field(description="The transformer's image: a tag other than latest, or an @sha256: digest.")
+    port: Annotated[int, Field(ge=1, le=65535)] = Field(
+        default=9080, description="The port it serves on: the Service and routes point at it."
+    )
+    command: list[str] | None = Field(default=None, description="Overrides the image's entrypoint.")
+    args: list[str] = Field(default_factory=list, description="Arguments to its command.")
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        description="[{name, value}] added to its container (beside PREDICTOR_HOST=localhost:<server port>).",
+    )
+    resources: Resources = Field(default=Resources(), description="Its container's requests and limits.")
     health_path: Annotated[str, Field(pattern=r"^/")] | None = Field(
         default=None, description="HTTP path that answers 200 when ready; a TCP check on the port when unset."
     )
@@ -132,15 +150,19 @@ class TransformerSpec(ConfigModel):
 
 
 class RetryPolicy(ConfigModel):
-    attempts: Annotated[int, Field(ge=0, le=10)] = 2
+    attempts: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=2, description="How many times a request is retried (0: never)."
+    )
     per_try_timeout: Duration | None = Field(
         default=None,
         description="Cut-off for one attempt; the model's timeout when unset, so a slow answer is not cut.",
     )
     # Only failures where the request never reached the model: retrying those is always safe. (A
     # 503 or gRPC UNAVAILABLE may come from the server itself, and retrying would pile load on it.)
-    retry_on: Annotated[str, Field(pattern=r"^[a-z0-9-]+(,[a-z0-9-]+)*$")] = (
-        "connect-failure,refused-stream,reset-before-request"
+    retry_on: Annotated[str, Field(pattern=r"^[a-z0-9-]+(,[a-z0-9-]+)*$")] = Field(
+        default="connect-failure,refused-stream,reset-before-request",
+        description="Envoy's retry conditions, comma-separated; the default retries only requests "
+        "that never reached the model.",
     )
 
     def to_istio(self, timeout: str) -> dict[str, Any]:
@@ -168,17 +190,32 @@ class ModelSpecBase(ConfigModel):
 
     name: DNS1035Label = Field(description="Served at <name>.<domain>; also the Kubernetes name prefix.")
     runtime: str
-    versions: Annotated[list[ModelVersion], Field(min_length=1)]
-    replicas: Annotated[int, Field(ge=0, le=1000)] = 1
+    versions: Annotated[list[ModelVersion], Field(min_length=1)] = Field(
+        description="At least one version; live ones (weight) split traffic, shadows (mirrorPercent) get copies."
+    )
+    replicas: Annotated[int, Field(ge=0, le=1000)] = Field(
+        default=1, description="Pods per version (a version may override it); not with an autoscaling range."
+    )
     image: PinnedImage | None = Field(default=None, description="Overrides the runtime's pinned default image.")
-    resources: Resources = Resources()
-    env: list[EnvVar] = Field(default_factory=list)
+    resources: Resources = Field(
+        default=Resources(),
+        description="requests/limits with cpu/memory for the server container; unset keys keep the runtime's defaults.",
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        description="[{name, value}] added to the server container; a version's env merges with it.",
+    )
     args: list[str] = Field(default_factory=list, description="Appended to the generated server arguments.")
-    gpu: GpuSpec = Field(default=NoGpu(), description="none, exclusive, vgpu or shared.")
+    gpu: GpuSpec = Field(
+        default=NoGpu(),
+        description="none, exclusive, vgpu or shared: a mode alone (gpu: exclusive) or {mode, ...} with its settings.",
+    )
     autoscaling: AutoscalingSpec = Field(
         default=AutoscalingSpec(), description="Scales every version between minReplicas and maxReplicas."
     )
-    transformer: TransformerSpec | None = None
+    transformer: TransformerSpec | None = Field(
+        default=None, description="A pre/post-processing container in front of the server, in the same pod."
+    )
     download_size: Quantity = Field(
         default="20Gi", description="Size of the volume downloaded model files go to (s3, gs, http(s), hf)."
     )
@@ -191,7 +228,11 @@ class ModelSpecBase(ConfigModel):
         description="How long `pulumi up` waits for a version's pods to be ready; by default the server's "
         "startup budget plus 15 minutes for image pulls and downloads.",
     )
-    retries: RetryPolicy = RetryPolicy()
+    retries: RetryPolicy = Field(
+        default=RetryPolicy(),
+        description="Retries at the gateway and in the mesh; perTryTimeout defaults to timeout, "
+        "so a slow answer is never cut early.",
+    )
     analysis: AnalysisSpec = Field(
         default_factory=AnalysisSpec,
         description="How canaries and shadows are judged against the primary: alerts and `infra analyze`.",

@@ -80,10 +80,12 @@ class S3Settings(ConfigModel):
     endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]+")] | None = Field(
         default=None, description="S3-compatible endpoint URL (MinIO, Ceph, ...); AWS when unset."
     )
-    region: str | None = None
-    verify_ssl: bool = True
+    region: str | None = Field(default=None, description="The bucket's region.")
+    verify_ssl: bool = Field(default=True, description="Verify the endpoint's TLS certificate.")
     access_key_id: str | None = Field(default=None, description="Leave both keys unset for anonymous access.")
-    secret_access_key: str | None = None
+    secret_access_key: str | None = Field(
+        default=None, description="The secret access key; set it with pulumi config set --secret --path."
+    )
 
 
 class GcsSettings(ConfigModel):
@@ -97,9 +99,13 @@ class HuggingFaceSettings(ConfigModel):
 class StorageCredentials(ConfigModel):
     """Credentials the storage initializer uses, per scheme. Always stored as a Kubernetes Secret."""
 
-    s3: S3Settings | None = None
-    gcs: GcsSettings | None = None
-    huggingface: HuggingFaceSettings | None = None
+    s3: S3Settings | None = Field(
+        default=None, description="S3 (or S3-compatible) credentials and endpoint for s3:// model URIs."
+    )
+    gcs: GcsSettings | None = Field(default=None, description="A GCS service account key for gs:// model URIs.")
+    huggingface: HuggingFaceSettings | None = Field(
+        default=None, description="A Hugging Face token for hf:// model URIs."
+    )
 
     def access(self, secret_name: str) -> StorageAccess:
         s3 = self.s3 or S3Settings()

@@ -52,7 +52,10 @@ class PayloadComparatorConfig(ConfigModel):
     """The comparator's image, resources and memory budget."""
 
     image: PinnedImage | None = Field(default=None, description="Overrides the pinned comparator image (a mirror).")
-    resources: Resources = Resources()
+    resources: Resources = Field(
+        default=Resources(),
+        description="The comparator's requests and limits (250m/256Mi requested, 1 CPU/512Mi limit by default).",
+    )
     buffer_mib: Annotated[int, Field(ge=8, le=16_384)] = Field(
         default=64, description="At most this much request and response bodies held while waiting for a pair."
     )

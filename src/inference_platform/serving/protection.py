@@ -54,28 +54,42 @@ class ClientAccess(ConfigModel):
 
 class HeaderRequirement(ConfigModel):
     name: HeaderName = Field(description="Lowercase header name.")
-    values: Annotated[list[str], Field(min_length=1)]
+    values: Annotated[list[str], Field(min_length=1)] = Field(
+        description="The values accepted; any other (or none) is refused."
+    )
 
 
 class JwtRequirement(ConfigModel):
-    issuer: Annotated[str, Field(min_length=1)]
-    jwks_uri: Annotated[str, Field(pattern=r"^https://\S+$")]
-    audiences: list[str] = Field(default_factory=list)
+    issuer: Annotated[str, Field(min_length=1)] = Field(description="The tokens' issuer (iss).")
+    jwks_uri: Annotated[str, Field(pattern=r"^https://\S+$")] = Field(
+        description="Where the issuer's signing keys are published (https)."
+    )
+    audiences: list[str] = Field(default_factory=list, description="Accepted audiences (aud); none: any.")
 
 
 class CircuitBreaker(ConfigModel):
     """Defaults eject a failing pod for a while, and never more than half of a version's pods."""
 
-    max_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 1024
-    max_pending_requests: Annotated[int, Field(ge=1, le=1_000_000)] = 1024
-    max_requests: Annotated[int, Field(ge=1, le=1_000_000)] = 1024
-    connect_timeout: Duration = "5s"
+    max_connections: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=1024, description="TCP connections to a version at most (maxConnections)."
+    )
+    max_pending_requests: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=1024, description="Requests waiting for a connection at most (http1MaxPendingRequests)."
+    )
+    max_requests: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=1024, description="Requests in flight to a version at most (http2MaxRequests)."
+    )
+    connect_timeout: Duration = Field(default="5s", description="TCP connect timeout.")
     consecutive_errors: Annotated[int, Field(ge=1, le=1000)] = Field(
         default=5, description="5xx responses in a row that eject a pod."
     )
-    interval: Duration = "10s"
-    base_ejection_time: Duration = "30s"
-    max_ejection_percent: Annotated[int, Field(ge=0, le=100)] = 50
+    interval: Duration = Field(default="10s", description="How often pods are checked for ejection.")
+    base_ejection_time: Duration = Field(
+        default="30s", description="How long an ejected pod stays out (longer each time it is ejected again)."
+    )
+    max_ejection_percent: Annotated[int, Field(ge=0, le=100)] = Field(
+        default=50, description="The largest share of a version's pods ejected at once."
+    )
 
     def traffic_policy(self) -> dict[str, Any]:
         return {
@@ -94,10 +108,16 @@ class CircuitBreaker(ConfigModel):
 
 class Protection(ConfigModel):
     rate_limit: RateLimit | None = Field(default=None, description="Envoy's local rate limit at each pod.")
-    clients: ClientAccess = Field(default_factory=ClientAccess)
-    require_headers: list[HeaderRequirement] = Field(default_factory=list)
+    clients: ClientAccess = Field(
+        default_factory=ClientAccess, description="Client address lists, enforced at the gateway."
+    )
+    require_headers: list[HeaderRequirement] = Field(
+        default_factory=list, description="Headers a request must carry, enforced at the gateway."
+    )
     jwt: JwtRequirement | None = Field(default=None, description="Callers must present a valid JWT from this issuer.")
-    circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
+    circuit_breaker: CircuitBreaker = Field(
+        default_factory=CircuitBreaker, description="Connection limits and outlier ejection in the DestinationRule."
+    )
 
     @model_validator(mode="after")
     def _overlap(self) -> Protection:

@@ -57,13 +57,31 @@ class PlatformConfig(ConfigModel):
     kubernetes_version: Annotated[str, Field(pattern=r"^1\.[0-9]+\.[0-9]+$")] | None = Field(
         default=None, description="The cluster's version (1.30.4); HAMi runs a kube-scheduler of this version."
     )
-    ingress: IngressGatewayConfig = Field(default_factory=IngressGatewayConfig)
-    prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
-    prometheus_adapter: PrometheusAdapterConfig = Field(default_factory=PrometheusAdapterConfig)
-    metrics_server: MetricsServerConfig = Field(default_factory=MetricsServerConfig)
-    grafana: GrafanaConfig = Field(default_factory=GrafanaConfig)
-    dcgm_exporter: DcgmExporterConfig = Field(default_factory=DcgmExporterConfig)
-    hami: HamiConfig = Field(default_factory=HamiConfig)
+    ingress: IngressGatewayConfig = Field(
+        default_factory=IngressGatewayConfig, description="Istio: the ingress gateway and the mesh's control plane."
+    )
+    prometheus: PrometheusConfig = Field(
+        default_factory=PrometheusConfig,
+        description="Prometheus, which scrapes the models, the sidecars and the exporters.",
+    )
+    prometheus_adapter: PrometheusAdapterConfig = Field(
+        default_factory=PrometheusAdapterConfig,
+        description="prometheus-adapter: the custom metrics (GPU use, QPS, queue depth) HPAs read; needs Prometheus.",
+    )
+    metrics_server: MetricsServerConfig = Field(
+        default_factory=MetricsServerConfig,
+        description="metrics-server: the resource metrics API HPAs on CPU and memory read.",
+    )
+    grafana: GrafanaConfig = Field(
+        default_factory=GrafanaConfig, description="Grafana with a dashboard per compared model (off by default)."
+    )
+    dcgm_exporter: DcgmExporterConfig = Field(
+        default_factory=DcgmExporterConfig,
+        description="NVIDIA dcgm-exporter: per-GPU metrics on GPU nodes (off by default).",
+    )
+    hami: HamiConfig = Field(
+        default_factory=HamiConfig, description="HAMi: GPU sharing, required for gpu: vgpu (off by default)."
+    )
     gpu_nodes: GpuNodes = Field(default_factory=GpuNodes, description="How GPU pods find and tolerate GPU nodes.")
     autoscaler: Literal["hpa", "keda"] = Field(
         default="hpa",
@@ -136,7 +154,9 @@ class StackConfig(ConfigModel):
         default_factory=list,
         description="Inference graphs over the models (KServe InferenceGraph shapes), served at <pipeline>.<domain>.",
     )
-    platform: PlatformConfig = PlatformConfig()
+    platform: PlatformConfig = Field(
+        default=PlatformConfig(), description="The cluster-wide pieces models run on; each can be switched off."
+    )
     storage: StorageCredentials | None = Field(
         default=None, description="Credentials for downloading model files; store the values as Pulumi secrets."
     )

@@ -1,4 +1,4 @@
-"""vLLM's arguments, probes and GPU memory sizing (tested as data: see README on vLLM's parser)."""
+"""vLLM's arguments, probes and GPU memory sizing (tested as data: see docs/tests.md on vLLM's parser)."""
 
 from __future__ import annotations
 

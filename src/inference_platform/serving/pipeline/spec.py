@@ -78,7 +78,9 @@ class GraphStep(ConfigModel):
 
 class GraphNode(ConfigModel):
     router_type: RouterType = Field(description="Sequence, Switch, Ensemble or Splitter, as in KServe.")
-    steps: Annotated[list[GraphStep], Field(min_length=1)]
+    steps: Annotated[list[GraphStep], Field(min_length=1)] = Field(
+        description="The node's steps: each names a model of the stack or another node of the graph."
+    )
 
     def problems(self) -> list[tuple[str, str]]:
         """What the router type needs of the steps (paths relative to the node)."""
@@ -106,7 +108,9 @@ class PipelineSpec(ConfigModel):
 
     name: DNS1035Label = Field(description="Served at <name>.<domain> and <domain>/pipelines/<name>/.")
     nodes: dict[NodeName, GraphNode] = Field(description="The graph; requests start at the node named root.")
-    replicas: Annotated[int, Field(ge=1, le=1000)] = 1
+    replicas: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=1, description="Router pods; not with an autoscaling range."
+    )
     autoscaling: AutoscalingSpec = Field(
         default=AutoscalingSpec(), description="Scales the router on requestsPerSecond or CPU."
     )
@@ -118,8 +122,8 @@ class PipelineSpec(ConfigModel):
     timeout: Duration = Field(
         default="60s", description="Request timeout at the gateway; the router itself stops at 60s."
     )
-    retries: RetryPolicy = RetryPolicy()
-    resources: Resources = Resources()
+    retries: RetryPolicy = Field(default=RetryPolicy(), description="Retries at the gateway, as for a model.")
+    resources: Resources = Field(default=Resources(), description="The router container's requests and limits.")
     image: PinnedImage | None = Field(default=None, description="Overrides the pinned KServe router image (a mirror).")
     protection: Protection = Field(
         default_factory=Protection, description="Rate limit, client access, JWT and circuit breaking."

@@ -49,8 +49,10 @@ class ProbeSpec(ConfigModel):
 
     path: AbsolutePath | None = Field(default=None, description="HTTP path to GET; a TCP check when unset.")
     port: Port | None = Field(default=None, description="The port to check; the serving port when unset.")
-    timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 5
-    failure_threshold: Annotated[int, Field(ge=1, le=100)] = 3
+    timeout_seconds: Annotated[int, Field(ge=1, le=300)] = Field(default=5, description="How long one probe may take.")
+    failure_threshold: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=3, description="Failed probes in a row before the pod is unready (or, for liveness, restarted)."
+    )
 
     def to_kubernetes(self, serving_port: int, *, failures: int | None = None) -> dict[str, Any]:
         port, failures = self.port or serving_port, failures or self.failure_threshold
@@ -63,7 +65,7 @@ class MetricsSpec(ConfigModel):
     port: Port | None = Field(
         default=None, description="Where the server publishes metrics; the serving port when unset."
     )
-    path: AbsolutePath = "/metrics"
+    path: AbsolutePath = Field(default="/metrics", description="The path the metrics are served at.")
     queue_gauge: Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")] | None = Field(
         default=None,
         description="The server's gauge of requests waiting (e.g. TGI's tgi_queue_size), for autoscaling.queueDepth.",
@@ -81,7 +83,7 @@ class CustomModel(ModelSpecBase):
     # Any JSON: the comparator compares the answers' bodies as they are.
     PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "torchserve"
 
-    runtime: Literal["custom"]
+    runtime: Literal["custom"] = Field(description="Any server image: its port, probes and metrics as configured.")
     command: list[str] | None = Field(default=None, description="Overrides the image's entrypoint.")
     port: Port | None = Field(default=None, description="The HTTP port the server listens on (required).")
     grpc_port: Port | None = Field(

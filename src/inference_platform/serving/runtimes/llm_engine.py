@@ -54,7 +54,9 @@ class LLMEngineModel(ModelSpecBase):
     max_model_len: Annotated[int, Field(ge=1)] | None = Field(
         default=None, description="Longest context (prompt and output) in tokens; the model's own when unset."
     )
-    dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "auto"
+    dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = Field(
+        default="auto", description="The weights' and activations' data type (--dtype)."
+    )
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = Field(
         default=None,
         description="Share of the device the engine takes (weights and KV cache); derived from a vGPU memory "

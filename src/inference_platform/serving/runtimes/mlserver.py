@@ -47,7 +47,9 @@ class MLServerModel(ModelSpecBase):
     INFERENCE_PATH: ClassVar[str] = "/v2/models/{name}/infer"  # Open Inference Protocol v2
     PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "open-inference-v2"
 
-    runtime: Literal["mlserver"]
+    runtime: Literal["mlserver"] = Field(
+        description="MLServer: sklearn, xgboost or lightgbm files; HTTP 8080, gRPC 8081, metrics 8082."
+    )
     format: Literal["sklearn", "xgboost", "lightgbm"] = Field(
         default="sklearn", description="The model's framework, which picks MLServer's inference runtime."
     )

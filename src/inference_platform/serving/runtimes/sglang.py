@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
+from pydantic import Field
+
 from inference_platform import pins
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.model_spec import ModelVersion
@@ -30,7 +32,9 @@ class SGLangModel(LLMEngineModel):
     # SGLang's gauge of requests waiting in the scheduler's queue (sglang/srt/observability/metrics_collector.py).
     QUEUE_METRIC: ClassVar[str | None] = "sglang:num_queue_reqs"
 
-    runtime: Literal["sglang"]
+    runtime: Literal["sglang"] = Field(
+        description="SGLang: a Hugging Face model directory; HTTP 30000 (OpenAI API, and metrics). Needs a GPU."
+    )
 
     def server_args(self, gpu_nodes: GpuNodes) -> list[str]:
         args = [

@@ -41,11 +41,21 @@ DEFAULT_RESOURCES = Resources(
 class Batching(ConfigModel):
     """Server-side batching (TF Serving's BatchingParameters)."""
 
-    max_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 32
-    batch_timeout_micros: Annotated[int, Field(ge=0, le=60_000_000)] = 1000
-    max_enqueued_batches: Annotated[int, Field(ge=1, le=1_000_000)] = 100
-    num_batch_threads: Annotated[int, Field(ge=1, le=1024)] = 4
-    pad_variable_length_inputs: bool = False
+    max_batch_size: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        default=32, description="The largest batch (max_batch_size)."
+    )
+    batch_timeout_micros: Annotated[int, Field(ge=0, le=60_000_000)] = Field(
+        default=1000, description="How long a batch waits to fill, in microseconds (batch_timeout_micros)."
+    )
+    max_enqueued_batches: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=100, description="Batches queued at most (max_enqueued_batches)."
+    )
+    num_batch_threads: Annotated[int, Field(ge=1, le=1024)] = Field(
+        default=4, description="Threads processing batches (num_batch_threads)."
+    )
+    pad_variable_length_inputs: bool = Field(
+        default=False, description="Pad inputs of different lengths to batch them (pad_variable_length_inputs)."
+    )
 
     def parameters(self) -> dict[str, Any]:
         """BatchingParameters wraps its numbers in google.protobuf.Int64Value."""
@@ -63,7 +73,7 @@ class TFServingModel(ModelSpecBase):
     INFERENCE_PATH: ClassVar[str] = "/v1/models/{name}:predict"  # TF Serving's REST predict API
     PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "tfserving"
 
-    runtime: Literal["tfserving"]
+    runtime: Literal["tfserving"] = Field(description="TF Serving: a SavedModel; REST 8501, gRPC 8500.")
     batching: Batching | None = Field(default=None, description="Turns server-side batching on.")
     platform_config: str | None = Field(
         default=None, description="A PlatformConfigMap in protobuf text, passed to --platform_config_file as is."

@@ -56,19 +56,31 @@ class TorchServeModel(ModelSpecBase):
     INFERENCE_PATH: ClassVar[str] = "/predictions/{name}"  # TorchServe's inference API
     PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "torchserve"
 
-    runtime: Literal["torchserve"]
+    runtime: Literal["torchserve"] = Field(
+        description="TorchServe: a .mar archive; inference 8080, metrics 8082 (management on loopback only)."
+    )
     mar_file: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+\.mar$")] | None = Field(
         default=None, description="The archive in the model's directory; <name>.mar when unset."
     )
     mar_version: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")] = Field(
         default="1.0", description="The --version the archive was made with: its worker settings are keyed by it."
     )
-    min_workers: Annotated[int, Field(ge=1, le=256)] = 1
-    max_workers: Annotated[int, Field(ge=1, le=256)] = 1
-    batch_size: Annotated[int, Field(ge=1, le=10_000)] = 1
-    max_batch_delay_ms: Annotated[int, Field(ge=0, le=60_000)] = 100
-    response_timeout_seconds: Annotated[int, Field(ge=1, le=3600)] = 120
-    job_queue_size: Annotated[int, Field(ge=1, le=1_000_000)] = 100
+    min_workers: Annotated[int, Field(ge=1, le=256)] = Field(
+        default=1, description="Workers started for the model (minWorkers)."
+    )
+    max_workers: Annotated[int, Field(ge=1, le=256)] = Field(default=1, description="Workers at most (maxWorkers).")
+    batch_size: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        default=1, description="Requests batched together (batchSize)."
+    )
+    max_batch_delay_ms: Annotated[int, Field(ge=0, le=60_000)] = Field(
+        default=100, description="How long a batch waits to fill, in milliseconds (maxBatchDelay)."
+    )
+    response_timeout_seconds: Annotated[int, Field(ge=1, le=3600)] = Field(
+        default=120, description="How long a worker may take to answer (responseTimeout)."
+    )
+    job_queue_size: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=100, description="Requests queued for the model at most (job_queue_size)."
+    )
 
     @model_validator(mode="after")
     def _workers(self) -> TorchServeModel:

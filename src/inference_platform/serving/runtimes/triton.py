@@ -76,7 +76,7 @@ DEFAULT_RESOURCES = Resources(
 
 
 class Tensor(ConfigModel):
-    name: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1)] = Field(description="The tensor's name in the model.")
     data_type: DataType = Field(description="FP32, INT64, STRING, ... (Triton's TYPE_ without the prefix).")
     dims: Annotated[list[Annotated[int, Field(ge=-1)]], Field(min_length=1)] = Field(
         description="Shape without the batch dimension; -1 for a variable size."
@@ -87,12 +87,16 @@ class Tensor(ConfigModel):
 
 
 class DynamicBatching(ConfigModel):
-    preferred_batch_size: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
-    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] = 0
+    preferred_batch_size: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=list, description="Batch sizes the batcher aims for."
+    )
+    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="How long a request may wait for a batch, in microseconds."
+    )
 
 
 class InstanceGroup(ConfigModel):
-    count: Annotated[int, Field(ge=1, le=64)] = 1
+    count: Annotated[int, Field(ge=1, le=64)] = Field(default=1, description="Instances in the group.")
     kind: Literal["cpu", "gpu"] | None = Field(default=None, description="gpu when the model has a GPU, else cpu.")
 
 
@@ -101,15 +105,24 @@ class TritonModel(ModelSpecBase):
     INFERENCE_PATH: ClassVar[str] = "/v2/models/{name}/infer"  # Open Inference Protocol v2
     PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "open-inference-v2"
 
-    runtime: Literal["triton"]
+    runtime: Literal["triton"] = Field(
+        description="Triton: model.onnx, model.plan or model.pt; HTTP 8000, gRPC 8001, metrics 8002."
+    )
     format: Literal["onnx", "tensorrt", "pytorch"] = Field(
         description="Picks the backend and the file name in each version directory (model.onnx, ...)."
     )
-    max_batch_size: Annotated[int, Field(ge=0, le=100_000)] = 0
-    inputs: list[Tensor] = Field(default_factory=list)
-    outputs: list[Tensor] = Field(default_factory=list)
-    dynamic_batching: DynamicBatching | None = None
-    instance_groups: list[InstanceGroup] = Field(default_factory=list)
+    max_batch_size: Annotated[int, Field(ge=0, le=100_000)] = Field(
+        default=0, description="The model's max_batch_size (0: the model does not batch)."
+    )
+    inputs: list[Tensor] = Field(
+        default_factory=list,
+        description="The model's inputs (name, dataType like FP32, dims), when its config is generated.",
+    )
+    outputs: list[Tensor] = Field(default_factory=list, description="The model's outputs, shaped as inputs.")
+    dynamic_batching: DynamicBatching | None = Field(default=None, description="Turns Triton's dynamic batcher on.")
+    instance_groups: list[InstanceGroup] = Field(
+        default_factory=list, description="Model instances and where they run (instance_group)."
+    )
     config_pbtxt: str | None = Field(
         default=None, description="A whole config.pbtxt instead of the settings above; checked against ModelConfig."
     )

@@ -56,7 +56,9 @@ class VLLMModel(LLMEngineModel):
     # vLLM's gauge of requests waiting for the scheduler (vllm/v1/metrics/loggers.py).
     QUEUE_METRIC: ClassVar[str | None] = "vllm:num_requests_waiting"
 
-    runtime: Literal["vllm"]
+    runtime: Literal["vllm"] = Field(
+        description="vLLM: a Hugging Face model directory; HTTP 8000 (OpenAI API and metrics). Needs a GPU."
+    )
     nodes: Annotated[int, Field(ge=1, le=16)] = Field(
         default=1,
         description="Nodes one replica spans: a group of this many pods (a leader and workers), each with "
