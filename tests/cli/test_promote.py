@@ -249,7 +249,7 @@ BROKEN_FILES = {
     ),
     "not-yaml": (
         "config: [unclosed\n",
-        "promote: {file}:2:1: the stack file is not valid YAML: while parsing a flow sequence; "
+        "promote: {file}:2:1: the stack file is not valid YAML: while parsing a flow sequence from line 1, column 9; "
         "expected ',' or ']', but got '<stream end>'; nothing was written",
     ),
     "nested-flow": (

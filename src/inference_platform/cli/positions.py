@@ -31,6 +31,19 @@ def file_position(path: Path, line: int, column: int) -> str:
     return f"{path}:{line + 1}:{column + 1}"
 
 
+def parser_stop(path: Path, error: Any) -> tuple[str, str]:
+    """Where a YAML parser gave up on a file, and why, from its MarkedYAMLError (ruamel's and
+    PyYAML's carry the same marks): `(Pulumi.prod.yaml:16:1, while parsing a flow sequence from
+    line 15, column 17; expected ',' or ']', but got '<stream end>')`."""
+    problem_mark, context_mark = error.problem_mark, error.context_mark
+    mark = problem_mark or context_mark
+    position = file_position(path, mark.line, mark.column) if mark is not None else str(path)
+    context = error.context
+    if context and context_mark is not None and problem_mark is not None:
+        context += f" from line {context_mark.line + 1}, column {context_mark.column + 1}"
+    return position, "; ".join(filter(None, (context, error.problem)))
+
+
 @dataclass(frozen=True)
 class Location:
     line: int

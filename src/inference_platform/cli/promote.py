@@ -23,7 +23,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from inference_platform.cli.diff import diff_renders, markdown_report
-from inference_platform.cli.positions import PositionIndex, file_position, in_file
+from inference_platform.cli.positions import PositionIndex, in_file, parser_stop
 from inference_platform.cli.render import run_program
 from inference_platform.cli.render_files import render_texts, write_render
 from inference_platform.cli.stack_file import read_stack_file, read_stack_text, stack_file_from_document
@@ -148,10 +148,8 @@ def _round_trip(text: str, path: Path) -> tuple[YAML, Any]:
         yaml.indent(mapping=_mapping_indent(text), sequence=sequence_indent or 2, offset=dash_offset or 0)
         document = yaml.load(text)
     except MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f"{file_position(path, mark.line, mark.column)}: " if mark is not None else ""
-        reason = "; ".join(filter(None, (error.context, error.problem)))
-        raise PromotionError(f"{where}the stack file is not valid YAML: {reason}") from None
+        position, reason = parser_stop(path, error)
+        raise PromotionError(f"{position}: the stack file is not valid YAML: {reason}") from None
     except YAMLError as error:
         raise PromotionError(f"the stack file is not valid YAML: {error}") from None
     except RecursionError:

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from inference_platform.cli.positions import file_position, in_file
+from inference_platform.cli.positions import in_file, parser_stop
 from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.config.limits import MAX_NESTING, nesting_problem
 from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
@@ -53,12 +53,8 @@ def _load_yaml(text: str, path: Path) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        if mark is None:
-            raise _fail(path, f"is not valid YAML: {error}") from None
-        reason = "; ".join(filter(None, (error.context, error.problem)))
-        problem = Problem("", f"not valid YAML: {reason}", position=file_position(path, mark.line, mark.column))
-        raise ConfigError([problem]) from None
+        position, reason = parser_stop(path, error)
+        raise ConfigError([Problem("", f"not valid YAML: {reason}", position=position)]) from None
     except yaml.YAMLError as error:
         raise _fail(path, f"is not valid YAML: {error}") from None
     except RecursionError:
