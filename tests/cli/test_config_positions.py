@@ -146,6 +146,22 @@ CASES = [
         ],
     ),
     (
+        "key-without-namespace",
+        HEAD + FRAUD_VERSIONS + "  domain: other.example.com\n",
+        # This key, not inference-platform:domain on line 2.
+        ["{file}:19:3: domain: config keys are namespaced: write inference-platform:<key>"],
+    ),
+    (
+        "value-as-a-json-string",
+        """\
+config:
+  inference-platform:domain: models.example.com
+  inference-platform:models: '[{"name": "iris", "runtime": "mlserver", "versions": []}]'
+""",
+        # The file has no lines inside a string, and no name of it: the key holding it.
+        ["{file}:3:3: models[0].versions: must not be empty"],
+    ),
+    (
         "not-yaml",
         HEAD + "      versions: [{name: v9, weight: 100}\n",
         [

@@ -87,17 +87,17 @@ class PositionIndex:
         except (YAMLError, RecursionError):
             return None
 
-    def locate(self, keys: Loc) -> Location:
-        """Where `keys` is, as a path under the project's namespace (`models`, 0, ...), or as a
-        whole `namespace:key` of the config section."""
+    def locate(self, keys: Loc, namespace: str | None = PROJECT) -> Location:
+        """Where `keys` is: a path under `namespace`'s config keys (`models`, 0, ... for
+        `inference-platform:models`), or with no namespace, under whole `namespace:key` keys."""
         config = self._document.get("config") if isinstance(self._document, CommentedMap) else None
         if not isinstance(config, CommentedMap):
             return Location(*_start(self._document), {})
         line, column = self._document.lc.key("config")
         if not keys:
             return Location(line, column, {})
-        first = next((k for k in (f"{PROJECT}:{keys[0]}", keys[0]) if _recorded(config, k)), None)
-        if first is None:
+        first = f"{namespace}:{keys[0]}" if namespace is not None else keys[0]
+        if not _recorded(config, first):
             return Location(line, column, {})
         line, column = config.lc.key(first)
         node = config[first]
@@ -126,14 +126,18 @@ def named_path(keys: Loc, names: Mapping[int, str]) -> str:
     return out
 
 
-def in_file(error: ConfigError, path: Path, source: str | PositionIndex) -> ConfigError:
+def in_file(
+    error: ConfigError, path: Path, source: str | PositionIndex, namespace: str | None = PROJECT
+) -> ConfigError:
     """The same problems, each that has a path starting with where it is in the stack file at
-    `path`; `source` is the file's text or its index. Problems of the whole file are left as they are."""
+    `path`; `source` is the file's text or its index, `namespace` that of the config keys the
+    paths start under (None: the paths start with whole `namespace:key` keys). Problems of the
+    whole file are left as they are."""
     if not any(_needs_position(problem) for problem in error.problems):
         return error
     index = PositionIndex.from_text(source) if isinstance(source, str) else source
     return ConfigError(
-        _located(problem, path, index) if _needs_position(problem) else problem for problem in error.problems
+        _located(problem, path, index, namespace) if _needs_position(problem) else problem for problem in error.problems
     )
 
 
@@ -141,11 +145,11 @@ def _needs_position(problem: Problem) -> bool:
     return bool(problem.path) and not problem.position
 
 
-def _located(problem: Problem, path: Path, index: PositionIndex | None) -> Problem:
+def _located(problem: Problem, path: Path, index: PositionIndex | None, namespace: str | None) -> Problem:
     if index is None:
         return replace(problem, position=str(path))
     keys = problem.keys
-    where = index.locate(keys)
+    where = index.locate(keys, namespace)
     # Names only where the keys spell the problem's own path (they always should).
     shown = named_path(keys, where.names) if named_path(keys, {}) == problem.path else problem.path
     return replace(problem, path=shown, position=file_position(path, where.line, where.column))

@@ -178,11 +178,15 @@ def edit(text: str, promotion: Promotion, path: Path) -> str:
 def _validate(text: str, path: Path) -> None:
     """Validate the edited text; its problems point at their lines in it (the file as the move would leave it)."""
     _, document = _round_trip(text, path)
+    index = PositionIndex(document)
     try:
         stack_file = stack_file_from_document(document, path)
+    except ConfigError as error:
+        raise in_file(error, path, index, namespace=None) from None
+    try:
         parse_stack_config(project_values(stack_file.config))
     except ConfigError as error:
-        raise in_file(error, path, PositionIndex(document)) from None
+        raise in_file(error, path, index) from None
 
 
 def _render(stack: str, path: Path, out: Path) -> None:

@@ -94,21 +94,24 @@ def wire_value(value: Any) -> str:
 def read_stack_file(path: Path) -> StackFile:
     """Load and decode a stack file; raises ConfigError with a clear reason when it cannot, each
     problem at its line in the file."""
-    text = read_stack_text(path)
-    try:
-        return stack_file_from_document(_load_yaml(text, path), path)
-    except ConfigError as error:
-        raise in_file(error, path, text) from None
+    return _stack_file(read_stack_text(path), path)
 
 
 def read_stack_config(path: Path) -> tuple[StackFile, StackConfig]:
     """A stack file and its validated config; raises ConfigError with every problem at its line in the file."""
     text = read_stack_text(path)
+    stack_file = _stack_file(text, path)
     try:
-        stack_file = stack_file_from_document(_load_yaml(text, path), path)
         return stack_file, parse_stack_config(project_values(stack_file.config))
     except ConfigError as error:
         raise in_file(error, path, text) from None
+
+
+def _stack_file(text: str, path: Path) -> StackFile:
+    try:
+        return stack_file_from_document(_load_yaml(text, path), path)
+    except ConfigError as error:
+        raise in_file(error, path, text, namespace=None) from None
 
 
 def stack_file_from_document(document: Any, path: Path) -> StackFile:
