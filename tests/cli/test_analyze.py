@@ -357,7 +357,7 @@ def test_a_bad_window_and_a_bad_config_are_exit_2(stack_file: Path, tmp_path: Pa
     path = write_stack_file(tmp_path / "Pulumi.bad.yaml", bad)
     assert analyze(path, "http://127.0.0.1:9") == 2
     err = capsys.readouterr().err
-    assert "models[0].analysis.minRequests" in err
+    assert f"\n  {path}:18:7: models[0] (iris).analysis.minRequests: " in err
     assert "Traceback" not in err
 
 

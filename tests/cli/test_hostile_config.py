@@ -12,6 +12,7 @@ import contextlib
 import copy
 import io
 import math
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -34,7 +35,8 @@ SETTINGS = {
     "suppress_health_check": list(HealthCheck),
     "phases": [Phase.explicit, Phase.generate],
 }
-# The lines `python -m infra render` writes for a config error: a header, then "  path: sentence".
+# The lines `python -m infra render` writes for a config error: a header, then
+# "  Pulumi.<stack>.yaml:line:column: path: sentence" (a problem of the whole file: no line, no path).
 HEADER = "invalid stack config ("
 
 NAMES = st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True)
@@ -207,15 +209,15 @@ def broken_configs(draw: st.DrawFn) -> Config:
     return config
 
 
-def render(config: Config, out: Path) -> tuple[int, str]:
-    """`python -m infra render` on a stack file holding `config`; returns (exit code, stderr)."""
+def render(config: Config, out: Path) -> tuple[int, str, Path]:
+    """`python -m infra render` on a stack file holding `config`; returns (exit code, stderr, the file)."""
     with tempfile.TemporaryDirectory(prefix="hostile-") as scratch:
         stack_file = Path(scratch) / "Pulumi.hostile.yaml"
         stack_file.write_text(yaml.safe_dump({"config": config}, allow_unicode=True))
         stderr, stdout = io.StringIO(), io.StringIO()
         with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
             code = main(["render", "--stack", "hostile", "--config", str(stack_file), "--out", str(out)])
-    return code, stderr.getvalue()
+    return code, stderr.getvalue(), stack_file
 
 
 def pulumi_type(manifest: dict[str, Any]) -> str:
@@ -225,7 +227,7 @@ def pulumi_type(manifest: dict[str, Any]) -> str:
 
 
 def check(config: Config, out: Path) -> int:
-    code, stderr = render(config, out)
+    code, stderr, stack_file = render(config, out)
     if code == 0:
         assert sorted(p.name for p in out.iterdir()) == sorted([MANIFESTS, CHARTS, OUTPUTS])
         manifests, _, _ = read_render(out)
@@ -241,8 +243,14 @@ def check(config: Config, out: Path) -> int:
         lines = stderr.splitlines()
         assert lines[0].startswith(HEADER), stderr
         for line in lines[1:]:
-            assert line.startswith("  "), stderr
-            path, sep, sentence = line.strip().partition(": ")
+            assert line.startswith(f"  {stack_file}:"), stderr
+            position, _, problem = line.strip().partition(": ")
+            at_line = re.fullmatch(rf"{re.escape(str(stack_file))}(:\d+:\d+)?", position)
+            assert at_line, line
+            if at_line[1] is None:  # a problem of the whole file (nested too deep): a sentence alone
+                assert problem.strip(), line
+                continue
+            path, sep, sentence = problem.partition(": ")
             assert sep, f"no 'path: sentence' in {line!r}"
             assert path.strip(), line
             assert sentence.strip(), line

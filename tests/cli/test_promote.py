@@ -125,17 +125,19 @@ def test_comments_order_and_encrypted_secrets_survive(prod: Path) -> None:
             assert line in after.splitlines()
 
 
-# Each refusal's whole report, word for word: the message is the interface.
+# Each refusal's whole report, word for word: the message is the interface. A problem of the
+# config points at its line in the file as the move would leave it ({file}: the stack file's path).
 INVALID_MOVE = "invalid stack config (2 problems):\n  the move would leave the stack invalid; nothing was written\n  "
 REFUSALS = [
     (
         ["--model", "iris", "--weights", "v1=80"],
-        INVALID_MOVE
-        + "models[0].versions: live weights add up to 90 (v1=80, v2=10); they must add up to exactly 100\n",
+        INVALID_MOVE + "{file}:26:7: models[0] (iris).versions: live weights add up to 90 (v1=80, v2=10); "
+        "they must add up to exactly 100\n",
     ),
     (
         ["--model", "iris", "--retire", "v1"],
-        INVALID_MOVE + "models[0].versions: live weights add up to 10 (v2=10); they must add up to exactly 100\n",
+        INVALID_MOVE + "{file}:26:7: models[0] (iris).versions: live weights add up to 10 (v2=10); "
+        "they must add up to exactly 100\n",
     ),
     (
         ["--model", "nope", "--weights", "v1=100"],
@@ -163,7 +165,8 @@ REFUSALS = [
     ),
     (
         ["--model", "iris", "--mirror", "v3=150"],
-        INVALID_MOVE + "models[0].versions[2].mirrorPercent: Input should be less than or equal to 100 (got 150)\n",
+        INVALID_MOVE + "{file}:35:11: models[0] (iris).versions[2] (v3).mirrorPercent: "
+        "Input should be less than or equal to 100 (got 150)\n",
     ),
     (
         ["--model", "iris", "--weights", "v1:100"],
@@ -179,12 +182,14 @@ REFUSALS = [
     ),
     (
         ["--model", "iris", "--add-version", "V4", "--model-uri", "pvc://m/x"],
-        INVALID_MOVE + "models[0].versions[3].name: 'V4' is not a valid name: use at most 63 lowercase letters, digits "
-        "and '-', starting and ending with a letter or digit\n",
+        INVALID_MOVE
+        + "{file}:36:11: models[0] (iris).versions[3] (V4).name: 'V4' is not a valid name: use at most 63 lowercase "
+        "letters, digits and '-', starting and ending with a letter or digit\n",
     ),
     (
         ["--model", "iris", "--add-version", "v4", "--model-uri", "ftp://m/x"],
-        INVALID_MOVE + "models[0].versions[3].modelUri: 'ftp://m/x' has an unsupported scheme: "
+        INVALID_MOVE
+        + "{file}:37:11: models[0] (iris).versions[3] (v4).modelUri: 'ftp://m/x' has an unsupported scheme: "
         "use one of pvc://, s3://, gs://, http://, https://, hf://\n",
     ),
     (
@@ -214,7 +219,7 @@ def test_refusals_exit_2_and_leave_the_file_alone(
 
     assert run(dev, *args) == 2
 
-    assert capsys.readouterr().err == message
+    assert capsys.readouterr().err == message.replace("{file}", str(dev))
     assert dev.read_bytes() == before
     assert sorted(p.name for p in dev.parent.iterdir()) == ["Pulumi.dev.yaml"]
 
@@ -242,7 +247,11 @@ BROKEN_FILES = {
         "config:\n  inference-platform:models:\n    - name: iris\n      versions: v1\n",
         "promote: model 'iris' has no versions list",
     ),
-    "not-yaml": ("config: [unclosed\n", "promote: the stack file is not valid YAML: while parsing a flow sequence"),
+    "not-yaml": (
+        "config: [unclosed\n",
+        "promote: {file}:2:1: the stack file is not valid YAML: while parsing a flow sequence from line 1, column 9; "
+        "expected ',' or ']', but got '<stream end>'; nothing was written",
+    ),
     "nested-flow": (
         "config: {x: " + "[" * 5000 + "]" * 5000 + "}\n",
         "promote: the stack file nests values too deeply to edit;",
@@ -266,7 +275,7 @@ def test_broken_and_hostile_stack_files_are_refused_untouched(
     assert run(path, "--model", "iris", "--weights", "v1=100") == 2
 
     err = capsys.readouterr().err
-    assert err.startswith(words)
+    assert err.startswith(words.replace("{file}", str(path)))
     assert "Traceback" not in err
     assert path.read_text() == text
 

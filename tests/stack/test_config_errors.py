@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -32,6 +33,18 @@ def iris(config: Config) -> dict[str, Any]:
 def version(config: Config, index: int) -> dict[str, Any]:
     result: dict[str, Any] = iris(config)["versions"][index]
     return result
+
+
+def unplaced(report: str, stack_file: Path) -> list[str]:
+    """A render's problem lines without where they are in the file: each must start with the
+    file's `path:line:column:`; list items' names beside their indexes are dropped
+    (tests/cli/test_config_positions.py checks both exactly)."""
+    lines = []
+    for line in report.splitlines()[1:]:
+        position, _, rest = line.strip().partition(": ")
+        assert re.fullmatch(rf"{re.escape(str(stack_file))}:\d+:\d+", position), line
+        lines.append(re.sub(r"\[(\d+)\] \([^)]*\)", r"[\1]", rest))
+    return lines
 
 
 def set_key(key: str, value: Any) -> Callable[[Config], None]:
@@ -375,8 +388,7 @@ def test_invalid_config_exits_2_naming_the_path(
 
     stderr = capsys.readouterr().err
     assert code == 2
-    lines = [line.strip() for line in stderr.splitlines()]
-    matching = [line for line in lines if line.startswith(f"{path}: ")]
+    matching = [line for line in unplaced(stderr, stack_file) if line.startswith(f"{path}: ")]
     assert matching, f"no problem reported at {path}:\n{stderr}"
     assert any(words in line for line in matching), f"{words!r} not in:\n{stderr}"
     assert "Traceback" not in stderr
@@ -395,8 +407,8 @@ def test_all_problems_are_reported_at_once(tmp_path: Path, capsys: pytest.Captur
 
     stderr = capsys.readouterr().err
     assert "4 problems" in stderr
-    for path in ("namespace", "models[0].versions[0].modelUri", "models[1].replicas", "models[1].colour"):
-        assert f"\n  {path}: " in stderr
+    paths = [line.partition(": ")[0] for line in unplaced(stderr, stack_file)]
+    assert paths == ["models[0].versions[0].modelUri", "models[1].colour", "models[1].replicas", "namespace"]
 
 
 def test_the_program_refuses_invalid_config_before_registering_anything(tmp_path: Path) -> None:
@@ -426,7 +438,9 @@ def test_command_line_reports_without_traceback(tmp_path: Path) -> None:
     )
 
     assert done.returncode == 2
-    assert done.stderr.startswith("invalid stack config (1 problem):\n  models[0].name: 'Iris' is not a valid name")
+    assert done.stderr.startswith(
+        f"invalid stack config (1 problem):\n  {stack_file}:5:5: models[0] (Iris).name: 'Iris' is not a valid name"
+    )
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
 
@@ -440,7 +454,7 @@ def test_unprintable_characters_cannot_break_the_report(tmp_path: Path, capsys: 
 
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "invalid stack config (1 problem):"
-    assert lines[1] == "  \\x1e: config keys are namespaced: write inference-platform:<key>"
+    assert lines[1] == f"  {stack_file}:24:3: \\x1e: config keys are namespaced: write inference-platform:<key>"
     assert len(lines) == 2
 
 
@@ -453,4 +467,4 @@ def test_a_newline_in_a_key_stays_on_its_line(tmp_path: Path, capsys: pytest.Cap
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "invalid stack config (1 problem):"
     assert len(lines) == 2
-    assert lines[1].startswith("  mo\\ndels: ")
+    assert lines[1].startswith(f"  {stack_file}:24:5: mo\\ndels: ")  # the key's first line, after `? `

@@ -32,10 +32,10 @@ from inference_platform.cli.promote import Promotion, PromotionError, parse_assi
 from inference_platform.cli.render import RenderResult, run_program
 from inference_platform.cli.render_files import chart_documents, render_texts, write_render
 from inference_platform.cli.schema import stack_file_schema
-from inference_platform.cli.stack_file import read_stack_file
+from inference_platform.cli.stack_file import read_stack_config
 from inference_platform.config.errors import ConfigError
 from inference_platform.serving.analysis_spec import AnalysisSpec
-from inference_platform.stack.config import PROJECT, StackConfig, parse_stack_config, project_values
+from inference_platform.stack.config import PROJECT, StackConfig
 
 EXIT_PROGRAM_ERROR = 1
 EXIT_CONFIG_ERROR = 2
@@ -50,8 +50,7 @@ def _render(args: argparse.Namespace) -> int:
     config_path = Path(args.config or f"Pulumi.{args.stack}.yaml")
     out_dir = Path(args.out or f"build/{args.stack}")
     try:
-        stack_file = read_stack_file(config_path)
-        config = parse_stack_config(project_values(stack_file.config))
+        stack_file, config = read_stack_config(config_path)
         result = run_program(args.stack, stack_file)
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
@@ -98,12 +97,11 @@ def _print_capacity_notes(plan: Plan) -> None:
 def _stack_config(args: argparse.Namespace) -> StackConfig | None:
     """The validated config of `--config`, or of Pulumi.<stack>.yaml; None after printing the problems."""
     try:
-        return parse_stack_config(
-            project_values(read_stack_file(Path(args.config or f"Pulumi.{args.stack}.yaml")).config)
-        )
+        _, config = read_stack_config(Path(args.config or f"Pulumi.{args.stack}.yaml"))
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
         return None
+    return config
 
 
 def _capacity(args: argparse.Namespace) -> int:

@@ -19,10 +19,11 @@ from typing import Any, TextIO
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
-from ruamel.yaml.error import YAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from inference_platform.cli.diff import diff_renders, markdown_report
+from inference_platform.cli.positions import PositionIndex, in_file, parser_stop
 from inference_platform.cli.render import run_program
 from inference_platform.cli.render_files import render_texts, write_render
 from inference_platform.cli.stack_file import read_stack_file, read_stack_text, stack_file_from_document
@@ -137,7 +138,7 @@ def _mapping_indent(text: str) -> int:
     return 2
 
 
-def _round_trip(text: str) -> tuple[YAML, Any]:
+def _round_trip(text: str, path: Path) -> tuple[YAML, Any]:
     yaml = YAML()
     yaml.preserve_quotes = True
     yaml.width = sys.maxsize  # never re-wrap long lines
@@ -146,6 +147,9 @@ def _round_trip(text: str) -> tuple[YAML, Any]:
         _, sequence_indent, dash_offset = load_yaml_guess_indent(text)
         yaml.indent(mapping=_mapping_indent(text), sequence=sequence_indent or 2, offset=dash_offset or 0)
         document = yaml.load(text)
+    except MarkedYAMLError as error:
+        position, reason = parser_stop(path, error)
+        raise PromotionError(f"{position}: the stack file is not valid YAML: {reason}") from None
     except YAMLError as error:
         raise PromotionError(f"the stack file is not valid YAML: {error}") from None
     except RecursionError:
@@ -162,9 +166,9 @@ def _dump(yaml: YAML, document: Any) -> str:
     return buffer.getvalue()
 
 
-def edit(text: str, promotion: Promotion) -> str:
-    """The stack file's text after the move."""
-    yaml, document = _round_trip(text)
+def edit(text: str, promotion: Promotion, path: Path) -> str:
+    """The stack file's text after the move; `path` is the file's, for errors."""
+    yaml, document = _round_trip(text, path)
     if not isinstance(document, MutableMapping):
         raise PromotionError("the stack file is not a mapping")
     apply(document, promotion)
@@ -172,9 +176,17 @@ def edit(text: str, promotion: Promotion) -> str:
 
 
 def _validate(text: str, path: Path) -> None:
-    _, document = _round_trip(text)
-    stack_file = stack_file_from_document(document, path)
-    parse_stack_config(project_values(stack_file.config))
+    """Validate the edited text; its problems point at their lines in it (the file as the move would leave it)."""
+    _, document = _round_trip(text, path)
+    index = PositionIndex(document)
+    try:
+        stack_file = stack_file_from_document(document, path)
+    except ConfigError as error:
+        raise in_file(error, path, index, namespace=None) from None
+    try:
+        parse_stack_config(project_values(stack_file.config))
+    except ConfigError as error:
+        raise in_file(error, path, index) from None
 
 
 def _render(stack: str, path: Path, out: Path) -> None:
@@ -186,7 +198,7 @@ def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
     if promotion.empty:
         raise PromotionError("nothing to do: give --weights, --mirror, --add-version or --retire")
     original = read_stack_text(path)
-    edited = edit(original, promotion)
+    edited = edit(original, promotion, path)
     try:
         _validate(edited, path)
     except ConfigError as error:

@@ -15,8 +15,10 @@ from typing import Any
 
 import yaml
 
+from inference_platform.cli.positions import in_file, parser_stop
 from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.config.limits import MAX_NESTING, nesting_problem
+from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
 
 MAX_FILE_BYTES = 1024 * 1024
 SECRET_PLACEHOLDER = "[secret]"
@@ -50,6 +52,9 @@ def read_stack_text(path: Path) -> str:
 def _load_yaml(text: str, path: Path) -> Any:
     try:
         return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        position, reason = parser_stop(path, error)
+        raise ConfigError([Problem("", f"not valid YAML: {reason}", position=position)]) from None
     except yaml.YAMLError as error:
         raise _fail(path, f"is not valid YAML: {error}") from None
     except RecursionError:
@@ -87,8 +92,26 @@ def wire_value(value: Any) -> str:
 
 
 def read_stack_file(path: Path) -> StackFile:
-    """Load and decode a stack file; raises ConfigError with a clear reason when it cannot."""
-    return stack_file_from_document(_load_yaml(read_stack_text(path), path), path)
+    """Load and decode a stack file; raises ConfigError with a clear reason when it cannot, each
+    problem at its line in the file."""
+    return _stack_file(read_stack_text(path), path)
+
+
+def read_stack_config(path: Path) -> tuple[StackFile, StackConfig]:
+    """A stack file and its validated config; raises ConfigError with every problem at its line in the file."""
+    text = read_stack_text(path)
+    stack_file = _stack_file(text, path)
+    try:
+        return stack_file, parse_stack_config(project_values(stack_file.config))
+    except ConfigError as error:
+        raise in_file(error, path, text) from None
+
+
+def _stack_file(text: str, path: Path) -> StackFile:
+    try:
+        return stack_file_from_document(_load_yaml(text, path), path)
+    except ConfigError as error:
+        raise in_file(error, path, text, namespace=None) from None
 
 
 def stack_file_from_document(document: Any, path: Path) -> StackFile:
@@ -108,7 +131,7 @@ def stack_file_from_document(document: Any, path: Path) -> StackFile:
     problems = []
     for key, value in raw_config.items():
         if not isinstance(key, str) or ":" not in key:
-            problems.append(Problem(str(key), "config keys are namespaced: write inference-platform:<key>"))
+            problems.append(Problem(str(key), "config keys are namespaced: write inference-platform:<key>", (key,)))
             continue
         unsealed, secret = _unseal(value)
         config[key] = wire_value(unsealed)

@@ -1,12 +1,20 @@
-"""Config problems as people read them: one line each, `path: plain sentence`."""
+"""Config problems as people read them: one line each, `path: plain sentence`.
+
+Read from a stack file, a problem also says where in the file it is (`Pulumi.prod.yaml:42:11:
+path: sentence`); the CLI adds that (cli/positions.py), from each problem's path as keys and indexes.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
+
+Loc = tuple[int | str, ...]
+"""A path as keys and list indexes: ('models', 0, 'versions', 1, 'weight')."""
 
 
 @dataclass(frozen=True)
@@ -31,10 +39,18 @@ def printable(text: str) -> str:
 class Problem:
     path: str
     message: str
+    loc: Loc | None = field(default=None, compare=False)
+    """The path as keys and indexes, where it is known exactly (pydantic's); else parsed from `path`."""
+    position: str = field(default="", compare=False)
+    """Where in the stack file the problem is (`Pulumi.prod.yaml:42:11`), when it came from one."""
+
+    @property
+    def keys(self) -> Loc:
+        return self.loc if self.loc is not None else parse_path(self.path)
 
     def __str__(self) -> str:
         text = f"{self.path}: {self.message}" if self.path else self.message
-        return printable(text)
+        return printable(f"{self.position}: {text}" if self.position else text)
 
 
 class ConfigError(Exception):
@@ -60,6 +76,15 @@ def format_path(loc: Sequence[int | str]) -> str:
         else:
             out += f".{part}" if out else part
     return out
+
+
+_PATH_PART = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def parse_path(path: str) -> Loc:
+    """models[0].versions[1].weight -> ('models', 0, 'versions', 1, 'weight'): format_path undone,
+    for the paths model validators write (their keys hold no dots or brackets)."""
+    return tuple(int(index) if index else key for index, key in _PATH_PART.findall(path))
 
 
 def join_path(base: str, relative: str) -> str:
@@ -138,10 +163,13 @@ def problems_from_validation(
         loc, selected = _strip_tags([*prefix, *item["loc"]], unions)
         path = format_path(loc)
         if item["type"] == "config_problem":
-            problems += [Problem(join_path(path, rel), message) for rel, message in item["ctx"]["problems"]]
+            problems += [
+                Problem(join_path(path, rel), message, (*loc, *parse_path(rel)))
+                for rel, message in item["ctx"]["problems"]
+            ]
             continue
         extra, message = _message(item, loc, unions, selected)
-        problems.append(Problem(join_path(path, extra), message))
+        problems.append(Problem(join_path(path, extra), message, (*loc, *parse_path(extra))))
     return sorted(set(problems), key=lambda p: (_path_sort_key(p.path), p.message))
 
 

@@ -398,7 +398,7 @@ def parse_stack_config(values: Mapping[str, Any]) -> StackConfig:
         except RecursionError:
             problem = "nests values too deeply"
         if problem is not None:
-            too_deep.append(Problem(key, problem))
+            too_deep.append(Problem(key, problem, (key,)))
     if too_deep:
         raise ConfigError(too_deep)
     try:
