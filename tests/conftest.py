@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,31 +12,69 @@ from typing import Any
 
 import pytest
 import yaml
+from filelock import FileLock
 
-from inference_platform.cli.charts import CHARTS_DIR_ENV, NO_CHARTS_ENV
+from inference_platform import pins
+from inference_platform.cli.charts import (
+    CHARTS_DIR_ENV,
+    NO_CHARTS_ENV,
+    ChartSource,
+    ChartsUnavailableError,
+    default_cache,
+    pinned_tarball,
+)
 from inference_platform.cli.main import main
 from inference_platform.cli.render import RenderResult, run_program
 from inference_platform.cli.render_files import read_render
 from inference_platform.cli.stack_file import read_stack_file
+from inference_platform.pins import ChartPin
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # Renders expand charts with Helm only where a test asks for it (--charts-dir): the rest are about
 # the program's own objects, and must not try to pull charts from the network.
+# A directory of pinned chart tarballs given for the chart tests ($INFRA_TEST_CHARTS_DIR, or the
+# render's own $INFRA_CHARTS_DIR), read before the render's variable is cleared below.
+GIVEN_CHARTS_DIR = os.environ.get("INFRA_TEST_CHARTS_DIR") or os.environ.get(CHARTS_DIR_ENV)
 os.environ[NO_CHARTS_ENV] = "1"
 os.environ.pop(CHARTS_DIR_ENV, None)
-# The pinned chart tarballs, beside the checkout as in CI (see ../shared/charts/README.md).
-CHARTS_DIR = Path(os.environ.get("INFRA_TEST_CHARTS_DIR") or ROOT.parent / "shared" / "charts")
+# The pinned chart tarballs beside the checkout, as in CI (see ../shared/charts/README.md).
+SHARED_CHARTS_DIR = ROOT.parent / "shared" / "charts"
+CHART_PINS = [pin for pin in vars(pins).values() if isinstance(pin, ChartPin)]
+
+
+def chart_source() -> tuple[ChartSource, str]:
+    """Where the chart tests' renders take their charts from, in the render's own order (see
+    cli/charts.py): a directory given, the copies beside the checkout, else the render's pull
+    cache, which `helm pull` fills from the pinned repositories when there is network."""
+    if GIVEN_CHARTS_DIR:
+        return ChartSource(Path(GIVEN_CHARTS_DIR), pull=False), "the directory given"
+    if SHARED_CHARTS_DIR.is_dir():
+        return ChartSource(SHARED_CHARTS_DIR, pull=False), "the copies beside the checkout"
+    return ChartSource(default_cache(), pull=True), "the render's pull cache"
+
+
+@functools.cache
+def _pinned_charts() -> Path | str:
+    """The directory holding every pinned chart's tarball, or why the render could not expand
+    charts here (each worker asks once; the cache's lock keeps workers from pulling at once)."""
+    source, what = chart_source()
+    try:
+        source.directory.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(f"{source.directory}.lock"):
+            for pin in CHART_PINS:
+                pinned_tarball(pin, source)
+    except (ChartsUnavailableError, OSError) as error:
+        return f"the render cannot expand charts from {what} ({source.directory}): {error}"
+    return source.directory
 
 
 def charts_dir() -> Path:
-    """The pinned chart tarballs, or a skip that says why chart tests cannot run without them."""
-    if not CHARTS_DIR.is_dir():
-        pytest.skip(
-            f"no pinned chart tarballs at {CHARTS_DIR}: chart rendering needs <chart>-<version>.tgz for every "
-            "pin in src/inference_platform/pins.py (set INFRA_TEST_CHARTS_DIR to such a directory)"
-        )
-    return CHARTS_DIR
+    """The pinned chart tarballs the render expands, or a skip that says why the render could not."""
+    found = _pinned_charts()
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
 
 
 BASE_CONFIG: dict[str, Any] = {

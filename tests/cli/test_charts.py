@@ -21,6 +21,7 @@ from inference_platform.cli.diff import TRUNCATION_NOTE, diff_renders, markdown_
 from inference_platform.cli.helm import HELM_SHA256, HELM_VERSION, HelmNotFoundError, find_helm, pinned_helm
 from inference_platform.cli.main import main
 from inference_platform.cli.render_files import read_chart_objects, read_render
+from tests import conftest
 from tests.conftest import ROOT, charts_dir
 
 DEV = ROOT / "Pulumi.dev.yaml"
@@ -265,3 +266,35 @@ def test_a_helm_that_cannot_run_is_one_error(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("charts: helm template ")
     assert line.endswith("Exec format error")
+
+
+# --- Where the chart tests take their charts from: the render's own sources -------------------
+
+
+def test_chart_tests_skip_only_saying_why_the_render_could_not_expand_charts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(conftest, "GIVEN_CHARTS_DIR", str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    reason = conftest._pinned_charts.__wrapped__()
+    assert isinstance(reason, str)
+    assert reason.startswith(f"the render cannot expand charts from the directory given ({tmp_path / 'empty'}): ")
+    assert reason.endswith(f"is not in {tmp_path / 'empty'}")
+
+
+def test_without_a_directory_chart_tests_use_the_renders_pull_cache(
+    charts: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No directory given and none beside the checkout: the pull cache the render fills (here
+    already holding every pinned chart, so nothing is pulled), and the render expands from it."""
+    cache = tmp_path / "cache"
+    shutil.copytree(charts, cache)
+    monkeypatch.setattr(conftest, "GIVEN_CHARTS_DIR", None)
+    monkeypatch.setattr(conftest, "SHARED_CHARTS_DIR", tmp_path / "no-shared")
+    monkeypatch.setenv(CACHE_DIR_ENV, str(cache))
+    source, what = conftest.chart_source()
+    assert (source.directory, source.pull, what) == (cache, True, "the render's pull cache")
+    assert conftest._pinned_charts.__wrapped__() == cache
+    monkeypatch.delenv(NO_CHARTS_ENV)
+    assert render(tmp_path / "out") == 0  # no --charts-dir: the render pulls into, and reads, the same cache
+    assert sorted(read_chart_objects(tmp_path / "out")) == sorted(c["name"] for c in read_render(tmp_path / "out")[1])

@@ -254,3 +254,14 @@ def expand(
             release.release: transformed(release.release, objects, (transforms or {}).get(release.release, ()))
             for release, objects in zip(releases, rendered, strict=True)
         }
+
+
+def pinned_tarball(pin: ChartPin, source: ChartSource) -> Path:
+    """One pinned chart's tarball from `source`, pulled into it first where it may pull: what the
+    render would use for that chart. Raises ChartsUnavailableError as the render would."""
+    try:
+        binary = find_helm()
+    except HelmNotFoundError as error:
+        raise ChartsUnavailableError(str(error)) from None
+    release = ChartRelease(pin.chart, pin.chart, pin.version, pin.repository, "default", {})
+    return source.tarball(binary, release)
