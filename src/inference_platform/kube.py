@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 # Built-in kinds get their typed class (schema-checked inputs, proper diffs); the rest are CRDs.
-_TYPED: dict[tuple[str, str], Any] = {
-    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
-    ("v1", "Namespace"): k8s.core.v1.Namespace,
-    ("v1", "Secret"): k8s.core.v1.Secret,
-    ("v1", "Service"): k8s.core.v1.Service,
-    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
-    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
-    ("autoscaling/v2", "HorizontalPodAutoscaler"): k8s.autoscaling.v2.HorizontalPodAutoscaler,
-    ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
-    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
+# Named, not imported: pulumi_kubernetes' modules load when an object is registered, so commands
+# that only read config (analyze, capacity, promote) do not pay for them.
+_TYPED: dict[tuple[str, str], tuple[str, str]] = {
+    ("v1", "ConfigMap"): ("core.v1", "ConfigMap"),
+    ("v1", "Namespace"): ("core.v1", "Namespace"),
+    ("v1", "Secret"): ("core.v1", "Secret"),
+    ("v1", "Service"): ("core.v1", "Service"),
+    ("v1", "ServiceAccount"): ("core.v1", "ServiceAccount"),
+    ("apps/v1", "Deployment"): ("apps.v1", "Deployment"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): ("autoscaling.v2", "HorizontalPodAutoscaler"),
+    ("policy/v1", "PodDisruptionBudget"): ("policy.v1", "PodDisruptionBudget"),
+    ("networking.k8s.io/v1", "NetworkPolicy"): ("networking.v1", "NetworkPolicy"),
 }
+
+
+def _typed_class(api_version: str, kind: str) -> Any:
+    named = _TYPED.get((api_version, kind))
+    if named is None:
+        return None
+    module, name = named
+    return getattr(importlib.import_module(f"pulumi_kubernetes.{module}"), name)
+
 
 # Top-level manifest keys as the typed classes name them.
 _ARGUMENTS = {"stringData": "string_data", "automountServiceAccountToken": "automount_service_account_token"}
@@ -32,7 +44,7 @@ def register(
     api_version, kind = manifest["apiVersion"], manifest["kind"]
     fields = {_ARGUMENTS.get(key, key): value for key, value in manifest.items() if key not in ("apiVersion", "kind")}
     name = name or manifest["metadata"]["name"]
-    typed = _TYPED.get((api_version, kind))
+    typed = _typed_class(api_version, kind)
     if typed is not None:
         resource: pulumi.CustomResource = typed(name, opts=opts, **fields)
     else:

@@ -9,9 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from deepdiff import DeepDiff
-from deepdiff.helper import notpresent
-
 from inference_platform.cli.render_files import dump_documents, object_key, read_chart_objects, read_render
 from inference_platform.config.errors import format_path
 
@@ -48,6 +45,10 @@ _ABSENT = object()
 
 
 def field_changes(before: Any, after: Any) -> list[FieldChange]:
+    # Imported here: deepdiff loads pandas, most of a second every command would pay otherwise.
+    from deepdiff import DeepDiff  # noqa: PLC0415
+    from deepdiff.helper import notpresent  # noqa: PLC0415
+
     tree = DeepDiff(before, after, view="tree", verbose_level=2)
     changes = []
     for report in _REPORTS:
