@@ -167,7 +167,7 @@ config:
         [
             # Where the parser stopped (the file's end), and where what it was reading began.
             "{file}:16:1: not valid YAML: while parsing a flow sequence from line 15, column 17; "
-            "expected ',' or ']', but got '<stream end>'"
+            "did not find expected ',' or ']'"
         ],
     ),
 ]

@@ -21,6 +21,7 @@ from inference_platform.config.limits import MAX_NESTING, nesting_problem
 from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
 
 MAX_FILE_BYTES = 1024 * 1024
+SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SECRET_PLACEHOLDER = "[secret]"
 
 
@@ -51,7 +52,9 @@ def read_stack_text(path: Path) -> str:
 
 def _load_yaml(text: str, path: Path) -> Any:
     try:
-        return yaml.safe_load(text)
+        # libyaml's parser where PyYAML has it (its wheels do): the same safe constructors, several
+        # times faster on a fleet's stack file than the pure-Python one.
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.MarkedYAMLError as error:
         position, reason = parser_stop(path, error)
         raise ConfigError([Problem("", f"not valid YAML: {reason}", position=position)]) from None
