@@ -42,9 +42,9 @@ def test_render_writes_every_object_with_apiversion_kind_metadata_first(render_d
     }
     for document in documents:
         assert list(document)[:3] == ["apiVersion", "kind", "metadata"]
-    names = [(d["kind"], d["metadata"]["name"]) for d in documents]
-    assert ("Deployment", "iris-v3") in names
-    assert ("Service", "iris") in names
+    names = [(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in documents]
+    assert ("Deployment", "service", "iris-v3") in names
+    assert ("Service", "service", "iris") in names
     assert len(names) == len(set(names))
     assert (out / CHARTS).exists()
 
@@ -117,7 +117,7 @@ def test_summary_counts_objects_per_kind_and_component(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert "Rendered stack s: 33 Kubernetes objects, 5 Helm charts" in done.stdout
+    assert "Rendered stack s: 40 Kubernetes objects, 5 Helm charts" in done.stdout
     assert re.search(r"│ Deployment\s*│ 4\s*│", done.stdout), done.stdout
     assert "inference-platform:serving:InferenceService::iris" in done.stdout
     assert re.search(r"IngressGateway::ingress\s*│\s*3\s*│\s*3\s*│", done.stdout), done.stdout
