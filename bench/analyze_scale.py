@@ -6,7 +6,7 @@ largest fleet (tests/platform/fleet_series.py), then `analyze --format json` run
 the first 10, 100 and 400 models. Queries are counted by Prometheus itself:
 `prometheus_http_requests_total{handler="/api/v1/query"}`, read from /metrics before and after
 each run. "command s" is `python -m infra analyze --format json` in a fresh process, as a person
-or a CI job runs it (the interpreter and ~4 s of imports included); "in-process s" is the same
+or a CI job runs it (the interpreter and ~1.6 s of imports included); "in-process s" is the same
 command run again in-process after the imports: reading the stack file, the queries, the verdicts
 and the output.
 
