@@ -154,6 +154,9 @@ class Hami(pulumi.ComponentResource):
         super().__init__("inference-platform:platform:Hami", name, None, opts)
         values = merge_values(hami_values(config, nodes, kubernetes_version), config.values)
         waits = own_namespace(config.namespace, self)
-        release(RELEASE, pins.HAMI, config.namespace, values, pulumi.ResourceOptions(parent=self, depends_on=waits))
+        # A new namespace replaces the release; its cluster-scoped objects (the webhook, the
+        # scheduler's roles) keep their names, which Helm refuses to a second release: delete first.
+        opts = pulumi.ResourceOptions(parent=self, depends_on=waits, delete_before_replace=True)
+        release(RELEASE, pins.HAMI, config.namespace, values, opts)
         self.scheduler = pulumi.Output.from_input(SCHEDULER_NAME)
         self.register_outputs({"scheduler": self.scheduler})

@@ -30,8 +30,9 @@ from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.grafana import HOST_PREFIX as GRAFANA_HOST
 from inference_platform.platform.grafana import GrafanaConfig
 from inference_platform.platform.hami import HamiConfig
-from inference_platform.platform.ingress_gateway import IngressGatewayConfig
+from inference_platform.platform.ingress_gateway import ISTIO_NAMESPACE, IngressGatewayConfig
 from inference_platform.platform.keda import HttpAddOnRef, KedaConfig, KedaRef
+from inference_platform.platform.leader_worker_set import NAMESPACE as LWS_NAMESPACE
 from inference_platform.platform.leader_worker_set import LeaderWorkerSetConfig
 from inference_platform.platform.metrics_server import MetricsServerConfig
 from inference_platform.platform.network import NetworkConfig
@@ -124,9 +125,43 @@ class PlatformConfig(ConfigModel):
             )
         if self.grafana.expose and not self.ingress.enabled:
             problems.append(("grafana.expose", "Grafana is exposed through the gateway: enable ingress too"))
+        if self.network.closed and self.prometheus.subcharts:
+            problems.append(
+                (
+                    "prometheus.subcharts",
+                    "the platform's edge table has no rows for Prometheus' subcharts: drop them, or set "
+                    "network.closed: false",
+                )
+            )
+        problems += self._own_namespace_problems()
         if problems:
             raise config_problems(problems)
         return self
+
+    def _own_namespace_problems(self) -> list[tuple[str, str]]:
+        """HAMi and metrics-server create their namespaces: not one another component creates."""
+        taken = {
+            self.ingress.gateway.namespace,
+            ISTIO_NAMESPACE,
+            self.prometheus.namespace,
+            self.grafana.namespace,
+            self.dcgm_exporter.namespace,
+            self.keda.namespace,
+            LWS_NAMESPACE,
+        }
+        owned = [("hami.namespace", self.hami.namespace)] if self.hami.enabled else []
+        if self.metrics_server.enabled is not False:
+            owned.append(("metricsServer.namespace", self.metrics_server.namespace))
+        problems = [
+            (path, f"{name} is another component's namespace: give it its own (or kube-system)")
+            for path, name in owned
+            if name in taken
+        ]
+        if len(owned) == 2 and self.hami.namespace == self.metrics_server.namespace != "kube-system":
+            problems.append(
+                ("metricsServer.namespace", "HAMi's namespace: give metrics-server its own (or kube-system)")
+            )
+        return problems
 
     @property
     def installs_prometheus_adapter(self) -> bool:

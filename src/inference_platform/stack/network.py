@@ -8,6 +8,7 @@ Read it as the answer to "who talks to whom": each edge is one row of the securi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from inference_platform.platform import (
     dcgm_exporter,
@@ -41,6 +42,12 @@ def _model_serving_ports(config: StackConfig) -> tuple[int, ...]:
     """What the gateway forwards to in the models' namespace: models' and pipelines' serving ports."""
     ports = {port for model in config.models for port in model.serving_ports}
     return tuple(sorted(ports | ({ROUTER_PORT} if config.pipelines else set())))
+
+
+def _jwks_ports(config: StackConfig) -> tuple[int, ...]:
+    """The ports of the models' JWT issuers' key sets (https: 443 unless the URI names one)."""
+    uris = [m.protection.jwt.jwks_uri for m in config.models if m.protection.jwt is not None]
+    return tuple(sorted({urlsplit(uri).port or 443 for uri in uris}))
 
 
 def _model_metrics_ports(config: StackConfig) -> tuple[int, ...]:
@@ -108,6 +115,10 @@ def _istio(table: _Table) -> None:
     for proxy in proxies:
         table.add(proxy, istiod, (ingress_gateway.ISTIOD_XDS_PORT,), "a proxy fetches its config and certificate")
     table.scraped(istiod, (ingress_gateway.ISTIOD_MONITORING_PORT,), "istiod")
+    jwks_ports = _jwks_ports(config)
+    if jwks_ports:
+        # istiod fetches a RequestAuthentication's jwksUri itself and hands the keys to the proxies.
+        table.add(istiod, INTERNET, jwks_ports, "istiod fetches JWT issuers' signing keys (jwksUri)")
     table.add(INTERNET, gateway, ingress_gateway.GATEWAY_PORTS, "clients (and load balancers' probes)")
     if config.models or config.pipelines:
         table.add(gateway, table.models, _model_serving_ports(config), "the gateway routes to models")
