@@ -13,6 +13,8 @@ import copy
 import io
 import math
 import re
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +26,7 @@ from hypothesis import strategies as st
 
 from inference_platform.cli.main import main
 from inference_platform.cli.render_files import CHARTS, MANIFESTS, OUTPUTS, read_render
+from tests.conftest import ROOT
 from tests.owner_schemas import validate
 from tests.policies.test_stacks_meet_policies import RESOURCE_CHECKS, rules
 
@@ -288,3 +291,33 @@ def test_hostile_files_are_refused_quickly(tmp_path: Path) -> None:
         assert time.monotonic() - started < 5, f"{name} took too long to refuse"
         assert stderr.getvalue().startswith(HEADER)
         assert "refusing" in stderr.getvalue() or "at most" in stderr.getvalue()
+
+
+def test_brackets_nested_past_libyamls_reach_are_refused_not_crashed_on(tmp_path: Path) -> None:
+    """30,000 nested flow sequences (60 KB) crash libyaml's composer; the stack file reader gives
+    such text to the pure-Python parser, whose RecursionError is the clean refusal. In a process
+    of its own: a crash must fail this test, not the test run."""
+    path = tmp_path / "Pulumi.deep.yaml"
+    path.write_text("config:\n  inference-platform:domain: " + "[" * 30_000 + "]" * 30_000 + "\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infra",
+            "render",
+            "--stack",
+            "deep",
+            "--config",
+            str(path),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith(HEADER)
+    assert "levels deep; refusing to read it" in done.stderr

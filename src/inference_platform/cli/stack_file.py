@@ -50,11 +50,23 @@ def read_stack_text(path: Path) -> str:
         raise _fail(path, f"is not UTF-8 text: {error}") from None
 
 
+# libyaml's composer recurses in C: flow collections nested some 20,000 deep crash the process
+# where the pure-Python parser raises RecursionError. Nesting is bounded by the opening brackets.
+LIBYAML_MAX_OPENINGS = 10_000
+
+
+def _loader(text: str) -> type[yaml.SafeLoader]:
+    """libyaml's parser where PyYAML has it (its wheels do), several times faster on a fleet's
+    stack file, with the same safe constructors; the pure-Python one for text that could nest
+    deep enough to crash it."""
+    if text.count("[") + text.count("{") >= LIBYAML_MAX_OPENINGS:
+        return yaml.SafeLoader
+    return SAFE_LOADER
+
+
 def _load_yaml(text: str, path: Path) -> Any:
     try:
-        # libyaml's parser where PyYAML has it (its wheels do): the same safe constructors, several
-        # times faster on a fleet's stack file than the pure-Python one.
-        return yaml.load(text, Loader=SAFE_LOADER)
+        return yaml.load(text, Loader=_loader(text))
     except yaml.MarkedYAMLError as error:
         position, reason = parser_stop(path, error)
         raise ConfigError([Problem("", f"not valid YAML: {reason}", position=position)]) from None
