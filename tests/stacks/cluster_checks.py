@@ -489,6 +489,12 @@ def scrape_problems(cluster: Cluster) -> list[str]:
             ]
             if not any(port in pod.ports.values() for pod in selected):
                 problems.append(f"{label(service)} is scraped on port {port}, which none of its pods declares")
+            problems += [
+                f"NetworkPolicies keep Prometheus from {pod.owner}:{port} ({label(service)})"
+                for pod in selected
+                for scraper in scrapers
+                if not cluster.network_admits(scraper, pod, port)
+            ]
     return problems
 
 
@@ -850,6 +856,10 @@ def _holds(peer: network.Peer, address: Address) -> bool:
     )
 
 
+# Documentation ranges (RFC 5737, RFC 3849): in no private block, so only the internet's rows hold them.
+OUTSIDE_ADDRESSES = ("203.0.113.7", "2001:db8::7")
+
+
 def _representative(peer: network.Addresses) -> Address:
     """An address of the peer's first block: its first host (a /32 is that address)."""
     block = ipaddress.ip_network(peer.cidrs[0])
@@ -909,12 +919,20 @@ def edge_table_problems(cluster: Cluster, edges: list[network.Edge], model_names
             if open_ != declared:
                 what = "open but not in the table" if open_ else "in the table but shut"
                 problems.append(f"{source.owner} -> {destination.owner}:{port}: {what}")
+    problems += [
+        f"the table's {group.name} ({group.namespace}) selects no rendered pod"
+        for group in groups
+        if not any(_contains(group, pod, closed, "out") for pod in pods)
+    ]
+    # Probed at the first host of each block the table names, and at addresses outside them all;
+    # addresses that coincide (the API server's and the kubelets' default blocks) are probed once.
     peers = [p for e in edges for p in (e.source, e.destination) if isinstance(p, network.Addresses)]
-    by_ip: dict[str, set[str]] = {}
-    for representative in map(_representative, [*peers, network.INTERNET]):
-        by_ip.setdefault(representative.ip, set()).add(representative.name)
-    # Peers whose first addresses coincide (the API server's and the kubelets' default blocks) are one address.
-    addresses = [Address(" or ".join(sorted(names)), ip) for ip, names in by_ip.items()]
+    by_ip: dict[str, set[str]] = {ip: {"an address outside the cluster"} for ip in OUTSIDE_ADDRESSES}
+    for peer in peers:
+        for cidr in peer.cidrs:
+            block = ipaddress.ip_network(cidr)
+            by_ip.setdefault(str(next(iter(block.hosts()), block.network_address)), set()).add(peer.name)
+    addresses = [Address(" or ".join(sorted(names)), ip) for ip, names in sorted(by_ip.items())]
     for pod in pods:
         if not platform_side(pod):
             continue
@@ -967,6 +985,8 @@ def dns_and_mesh_problems(cluster: Cluster) -> list[str]:
     """Every pod may ask the cluster's DNS; every pod with an Istio proxy may reach istiod's xDS port."""
     istiod = [pod for pod in cluster.pods(release="istiod") if pod.labels.get("app") == "istiod"]
     problems = []
+    if not istiod and any(meshed(cluster, pod) for pod in cluster.pods()):
+        problems.append("pods are meshed but the render has no istiod pod")
     for pod in cluster.pods():
         if not cluster.network_admits(pod, KUBE_DNS, 53):
             problems.append(f"NetworkPolicies keep {pod.owner} from DNS")

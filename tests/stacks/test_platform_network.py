@@ -101,7 +101,10 @@ def test_an_address_block_opened_too_wide_shows_the_extra_way_out(prod: Rendered
     problems = edge_problems(cluster, prod.config)
     assert problems
     assert all(p.startswith("DaemonSet gpu-monitoring/dcgm-exporter -> ") for p in problems)
-    assert "DaemonSet gpu-monitoring/dcgm-exporter -> internet:443: open but not in the table" in problems
+    assert (
+        "DaemonSet gpu-monitoring/dcgm-exporter -> an address outside the cluster:443: open but not in the table"
+        in problems
+    )
 
 
 def test_a_policy_closed_too_tight_shows_the_missing_pairs(prod: Rendered) -> None:
@@ -190,3 +193,37 @@ def test_bad_network_settings_are_refused_with_their_path(setting: dict[str, Any
     with pytest.raises(ConfigError) as raised:
         parse_stack_config({"domain": "models.example.com", "platform": {"network": setting}})
     assert [p.path for p in raised.value.problems] == [path]
+
+
+@pytest.mark.parametrize(
+    ("platform", "path"),
+    [
+        ({"prometheus": {"subcharts": ["kube-state-metrics"]}}, "platform.prometheus.subcharts"),
+        ({"metricsServer": {"enabled": True, "namespace": "monitoring"}}, "platform.metricsServer.namespace"),
+        (
+            {"kubernetesVersion": "1.30.4", "hami": {"enabled": True, "namespace": "gpu-monitoring"}},
+            "platform.hami.namespace",
+        ),
+        (
+            {
+                "kubernetesVersion": "1.30.4",
+                "hami": {"enabled": True, "namespace": "gpu"},
+                "metricsServer": {"enabled": True, "namespace": "gpu"},
+            },
+            "platform.metricsServer.namespace",
+        ),
+    ],
+)
+def test_what_the_closed_network_cannot_hold_is_refused(platform: dict[str, Any], path: str) -> None:
+    """Subcharts the table has no rows for; a namespace of its own that another component creates."""
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config({"domain": "models.example.com", "platform": platform})
+    assert [p.path for p in raised.value.problems] == [path]
+
+
+def test_istiod_may_fetch_jwt_issuers_keys(prod: Rendered) -> None:
+    """prod's models check JWTs: istiod, which fetches the issuers' jwksUri, may reach them on 443."""
+    assert any(m.protection.jwt is not None for m in prod.config.models)
+    (istiod,) = [p for p in prod.cluster.pods() if p.owner == "Deployment istio-system/istiod"]
+    assert prod.cluster.egress_to_address(istiod, Address("issuer", "203.0.113.7"), 443)
+    assert not prod.cluster.egress_to_address(istiod, Address("issuer", "203.0.113.7"), 80)
