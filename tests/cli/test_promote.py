@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import yaml
 
 from inference_platform.cli.diff import FieldChange, ObjectDiff, RenderDiff, diff_renders, markdown_report
 from inference_platform.cli.main import main
-from inference_platform.cli.promote import _mapping_indent
+from inference_platform.cli.promote import Promotion, PromotionError, _check_comments, _mapping_indent, edit
 from inference_platform.cli.render import run_program
 from inference_platform.cli.render_files import CHARTS, MANIFESTS, OUTPUTS, render_texts, write_render
 from inference_platform.cli.stack_file import read_stack_file
@@ -412,3 +413,128 @@ def test_long_lines_are_never_rewrapped(dev: Path) -> None:
 )
 def test_the_mapping_indent_is_read_from_the_first_nested_mapping(text: str, indent: int) -> None:
     assert _mapping_indent(text) == indent
+
+
+# Comments in every place promote edits near: before the first version, at the ends of the lines
+# it changes, between versions, inside the last version and after it (the next model's heading).
+ANNOTATED_FRAUD = """\
+      versions:
+        # The primary.
+        - name: v7
+          modelUri: s3://ml-models-prod/fraud/v7   # retrained in May
+          weight: 90                               # most of the traffic
+        # The canary, since June.
+        - name: v8
+          modelUri: s3://ml-models-prod/fraud/v8
+          weight: 10  # a tenth
+
+        # The shadow.
+        - name: v9
+          modelUri: s3://ml-models-prod/fraud/v9
+          mirrorPercent: 20  # a fifth
+          # (it answers nobody)
+"""
+PROD_FRAUD = """\
+      versions:
+        - name: v7
+          modelUri: s3://ml-models-prod/fraud/v7
+          weight: 90
+        - name: v8
+          modelUri: s3://ml-models-prod/fraud/v8
+          weight: 10
+        - name: v9
+          modelUri: s3://ml-models-prod/fraud/v9
+          mirrorPercent: 20
+"""
+
+
+def stack_texts() -> dict[str, str]:
+    prod = (ROOT / "Pulumi.prod.yaml").read_text()
+    assert PROD_FRAUD in prod
+    return {"prod": prod, "annotated": prod.replace(PROD_FRAUD, ANNOTATED_FRAUD)}
+
+
+COMMENT_MOVES = {
+    "shadow goes live": Promotion("fraud", weights={"v7": 80, "v8": 10, "v9": 10}),
+    "shift live weights": Promotion("fraud", weights={"v7": 50, "v8": 50}),
+    "resize the shadow": Promotion("fraud", mirrors={"v9": 30}),
+    "stop the shadow": Promotion("fraud", mirrors={"v9": 0}),
+    "live becomes a shadow": Promotion("fraud", weights={"v7": 100}, mirrors={"v8": 5}),
+    "retire the last": Promotion("fraud", retire=("v9",)),
+    "retire the middle": Promotion("fraud", weights={"v7": 100}, retire=("v8",)),
+    "retire the first": Promotion("fraud", weights={"v8": 100}, retire=("v7",)),
+    "add a shadow": Promotion("fraud", add_version="v10", model_uri="s3://m/fraud/v10", mirrors={"v10": 10}),
+    "add to a one-version model": Promotion("resnet", add_version="v4", model_uri="s3://m/resnet/4"),
+    "add to the last model": Promotion("assistant", add_version="v2", model_uri="hf://Qwen/Qwen2.5-14B-Instruct"),
+}
+
+
+def comments(text: str) -> list[str]:
+    """Every comment of a stack file in order, whole lines and ends of lines (these files have no '#' in values)."""
+    return [found.group(1).strip() for line in text.splitlines() if (found := re.search(r"(?:^|\s)(#.*)$", line))]
+
+
+def is_comment(line: str) -> bool:
+    return line[1:].lstrip().startswith("#")
+
+
+def headings(text: str) -> list[tuple[str, str]]:
+    """Each whole-line comment with the line of YAML after it that it heads (starting in its column)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+
+    def column(line: str) -> int:
+        return len(line) - len(line.lstrip())
+
+    pairs = [
+        (line, next((after for after in lines[i:] if not after.lstrip().startswith("#")), ""))
+        for i, line in enumerate(lines)
+        if line.lstrip().startswith("#")
+    ]
+    return [(comment, line) for comment, line in pairs if column(comment) == column(line)]
+
+
+@pytest.mark.parametrize("stack", ["prod", "annotated"])
+@pytest.mark.parametrize("move", COMMENT_MOVES.values(), ids=COMMENT_MOVES.keys())
+def test_every_move_keeps_every_comment_in_its_place(stack: str, move: Promotion) -> None:
+    before = stack_texts()[stack]
+
+    after = edit(before, move, Path(f"Pulumi.{stack}.yaml"))
+
+    assert comments(after) == comments(before)
+    changed = changed_lines(before, after)
+    # No comment line is removed or moved; the only new ones are the ends of a retired version's
+    # lines, left where the version was.
+    assert not [line for line in changed if line.startswith("-") and is_comment(line)]
+    added = [line[1:].strip() for line in changed if line.startswith("+") and is_comment(line)]
+    retired_ends = [c for c in comments("\n".join(line for line in changed if line.startswith("-"))) if c in added]
+    assert added == (retired_ends if move.retire else [])
+    if not move.retire:  # each comment still heads the line it headed (a new version goes above the next heading)
+        assert headings(after) == headings(before)
+
+
+def test_turning_the_last_shadow_live_keeps_the_next_models_heading(
+    prod: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The move of issue 28: the comment after fraud's last version heads resnet, and stays."""
+    before = prod.read_text()
+
+    assert run(prod, "--model", "fraud", "--weights", "v7=80,v8=10,v9=10") == 0
+
+    after = prod.read_text()
+    assert changed_lines(before, after) == [
+        "-          weight: 90",
+        "+          weight: 80",
+        "-          mirrorPercent: 20",
+        "+          weight: 10",
+    ]
+    assert "          weight: 10\n    # Image classification on a quarter of a GPU each" in after
+    capsys.readouterr()
+
+
+def test_a_result_that_lost_a_comment_is_refused() -> None:
+    """The safety net under the edits: a comment lost or reordered is never written."""
+    with pytest.raises(PromotionError, match="lose the comment '# one'"):
+        _check_comments("a: 1  # one\nb: 2\n", "a: 1\nb: 2\n", Path("Pulumi.x.yaml"))
+    with pytest.raises(PromotionError, match="move comments out of their order"):
+        _check_comments("# one\na: 1\n# two\n", "# two\na: 1\n# one\n", Path("Pulumi.x.yaml"))
+    _check_comments("a: 1  # one\n", "a: 2  # one\n", Path("Pulumi.x.yaml"))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
@@ -27,6 +27,7 @@ from inference_platform.cli.positions import PositionIndex, in_file, parser_stop
 from inference_platform.cli.render import run_program
 from inference_platform.cli.render_files import render_texts, write_render
 from inference_platform.cli.stack_file import read_stack_file, read_stack_text, stack_file_from_document
+from inference_platform.cli.yaml_edit import append_item, comment_lines, delete_key, remove_item, replace_key, set_key
 from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.config.limits import nesting_problem
 from inference_platform.stack.config import PROJECT, parse_stack_config, project_values
@@ -79,19 +80,47 @@ def _find_model(config: Mapping[str, Any], name: str) -> MutableMapping[str, Any
     raise PromotionError(f"no model named {name!r} in the stack (models: {known or 'none'})")
 
 
-def _version(versions: MutableSequence[Any], name: str, model: str) -> MutableMapping[str, Any]:
+def _version(versions: MutableSequence[Any], name: str, model: str) -> CommentedMap:
     for version in versions:
-        if isinstance(version, MutableMapping) and version.get("name") == name:
+        if isinstance(version, CommentedMap) and version.get("name") == name:
             return version
     known = ", ".join(str(v.get("name")) for v in versions if isinstance(v, Mapping))
     raise PromotionError(f"model {model!r} has no version {name!r} (versions: {known})")
+
+
+def _set_weight(version: CommentedMap, weight: int) -> None:
+    """A version's weight; a shadow given one goes live (the weight takes its mirrorPercent's place)."""
+    if "mirrorPercent" in version and "weight" not in version:
+        replace_key(version, "mirrorPercent", "weight", weight)
+    else:
+        delete_key(version, "mirrorPercent")
+        set_key(version, "weight", weight)
+
+
+def _set_mirror(version: CommentedMap, name: str, percent: float) -> None:
+    """A version's mirror share; a live version given one becomes a shadow, and 0 stops a shadow
+    (the version stays deployed, idle at weight 0)."""
+    if percent:
+        share = int(percent) if float(percent).is_integer() else percent
+        if "weight" in version and "mirrorPercent" not in version:
+            replace_key(version, "weight", "mirrorPercent", share)
+        else:
+            delete_key(version, "weight")
+            set_key(version, "mirrorPercent", share)
+    elif "mirrorPercent" not in version:
+        raise PromotionError(f"--mirror {name}=0: version {name!r} is not a shadow")
+    elif "weight" in version:
+        delete_key(version, "mirrorPercent")
+        set_key(version, "weight", 0)
+    else:
+        replace_key(version, "mirrorPercent", "weight", 0)
 
 
 def apply(document: MutableMapping[str, Any], promotion: Promotion) -> None:
     """Make the move on a round-trip document: add, then weights, then mirrors, then retire."""
     model = _find_model(document.get("config") or {}, promotion.model)
     versions = model.get("versions")
-    if not isinstance(versions, MutableSequence):
+    if not isinstance(versions, CommentedSeq):
         raise PromotionError(f"model {promotion.model!r} has no versions list")
     if promotion.add_version is not None:
         if promotion.model_uri is None:
@@ -102,25 +131,16 @@ def apply(document: MutableMapping[str, Any], promotion: Promotion) -> None:
         added["name"] = promotion.add_version
         added["modelUri"] = promotion.model_uri
         added["weight"] = 0  # deployed but idle until a weight or a mirror says otherwise
-        versions.append(added)
+        append_item(versions, added)
     elif promotion.model_uri is not None:
         raise PromotionError("--model-uri goes with --add-version")
     for name, weight in promotion.weights.items():
-        version = _version(versions, name, promotion.model)
-        version.pop("mirrorPercent", None)  # a shadow given a weight goes live
-        version["weight"] = weight
+        _set_weight(_version(versions, name, promotion.model), weight)
     for name, percent in promotion.mirrors.items():
-        version = _version(versions, name, promotion.model)
-        if percent:
-            version.pop("weight", None)  # a live version given a mirror share becomes a shadow
-            version["mirrorPercent"] = int(percent) if float(percent).is_integer() else percent
-        elif "mirrorPercent" in version:
-            del version["mirrorPercent"]
-            version["weight"] = 0  # the shadow stops; the version stays deployed, idle
-        else:
-            raise PromotionError(f"--mirror {name}=0: version {name!r} is not a shadow")
+        _set_mirror(_version(versions, name, promotion.model), name, percent)
     for name in promotion.retire:
-        versions.remove(_version(versions, name, promotion.model))
+        retired = _version(versions, name, promotion.model)
+        remove_item(versions, next(i for i, version in enumerate(versions) if version is retired))
 
 
 def _mapping_indent(text: str) -> int:
@@ -189,6 +209,17 @@ def _validate(text: str, path: Path) -> None:
         raise in_file(error, path, index) from None
 
 
+def _check_comments(original: str, edited: str, path: Path) -> None:
+    """Refuse a result that lost or reordered a comment: the edits above keep them all, and a file
+    they did not foresee must not lose one silently."""
+    before = comment_lines(_round_trip(original, path)[1])
+    after = comment_lines(_round_trip(edited, path)[1])
+    if before != after:
+        lost = next((line for line in before if line not in after), None)
+        what = f"lose the comment {lost!r}" if lost is not None else "move comments out of their order"
+        raise PromotionError(f"the move would {what}: make it by hand")
+
+
 def _render(stack: str, path: Path, out: Path) -> None:
     write_render(render_texts(run_program(stack, read_stack_file(path))), out)
 
@@ -204,6 +235,7 @@ def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
     except ConfigError as error:
         intro = Problem("", "the move would leave the stack invalid; nothing was written")
         raise ConfigError([intro, *error.problems]) from None
+    _check_comments(original, edited, path)
     with tempfile.TemporaryDirectory(prefix="promote-") as scratch:
         root = Path(scratch)
         proposed = root / path.name
