@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from inference_platform.cli.main import main
 from inference_platform.cli.render_files import CHARTS, MANIFESTS, OUTPUTS, read_render
+from inference_platform.config.errors import INCOMPLETE
 from tests.conftest import ROOT
 from tests.owner_schemas import validate
 from tests.policies.test_stacks_meet_policies import RESOURCE_CHECKS, rules
@@ -245,6 +246,9 @@ def check(config: Config, out: Path) -> int:
         assert not out.exists(), "a failed render left a directory behind"
         lines = stderr.splitlines()
         assert lines[0].startswith(HEADER), stderr
+        if lines[-1] == f"  {INCOMPLETE}":  # the one line that is not a problem, always last
+            lines.pop()
+        assert lines[0].endswith(f"({len(lines) - 1} problem{'s' if len(lines) != 2 else ''}):"), stderr
         for line in lines[1:]:
             assert line.startswith(f"  {stack_file}:"), stderr
             position, _, problem = line.strip().partition(": ")

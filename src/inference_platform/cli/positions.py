@@ -136,7 +136,7 @@ def in_file(
     if not any(_needs_position(problem) for problem in error.problems):
         return error
     index = PositionIndex.from_text(source) if isinstance(source, str) else source
-    return ConfigError(
+    return error.with_problems(
         _located(problem, path, index, namespace) if _needs_position(problem) else problem for problem in error.problems
     )
 

@@ -28,7 +28,7 @@ from inference_platform.cli.render import run_program
 from inference_platform.cli.render_files import render_texts, write_render
 from inference_platform.cli.stack_file import read_stack_file, read_stack_text, stack_file_from_document
 from inference_platform.cli.yaml_edit import append_item, comment_lines, delete_key, remove_item, replace_key, set_key
-from inference_platform.config.errors import ConfigError, Problem
+from inference_platform.config.errors import ConfigError
 from inference_platform.config.limits import nesting_problem
 from inference_platform.stack.config import PROJECT, parse_stack_config, project_values
 
@@ -233,8 +233,11 @@ def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
     try:
         _validate(edited, path)
     except ConfigError as error:
-        intro = Problem("", "the move would leave the stack invalid; nothing was written")
-        raise ConfigError([intro, *error.problems]) from None
+        raise ConfigError(
+            error.problems,
+            incomplete=error.incomplete,
+            preface="the move would leave the stack invalid; nothing was written",
+        ) from None
     _check_comments(original, edited, path)
     with tempfile.TemporaryDirectory(prefix="promote-") as scratch:
         root = Path(scratch)

@@ -53,18 +53,33 @@ class Problem:
         return printable(f"{self.position}: {text}" if self.position else text)
 
 
-class ConfigError(Exception):
-    """The stack config is invalid; carries every problem found, not just the first."""
+INCOMPLETE = "more problems may follow once these are fixed: some checks need settings that did not parse"
 
-    def __init__(self, problems: Iterable[Problem]) -> None:
+
+class ConfigError(Exception):
+    """The stack config is invalid; carries every problem found, not just the first.
+
+    `incomplete`: some checks could not run because what they read did not parse, so fixing
+    these problems may reveal others. `preface`: a line of context before the problems (not one
+    of them, and not counted)."""
+
+    def __init__(self, problems: Iterable[Problem], *, incomplete: bool = False, preface: str = "") -> None:
         self.problems = list(problems)
+        self.incomplete = incomplete
+        self.preface = preface
         super().__init__(self.report())
 
     def report(self) -> str:
         count = len(self.problems)
         lines = [f"invalid stack config ({count} problem{'s' if count != 1 else ''}):"]
+        lines += [f"  {printable(self.preface)}"] if self.preface else []
         lines += [f"  {problem}" for problem in self.problems]
+        lines += [f"  {INCOMPLETE}"] if self.incomplete else []
         return "\n".join(lines)
+
+    def with_problems(self, problems: Iterable[Problem]) -> ConfigError:
+        """The same error (its preface, whether it is complete) with these problems instead."""
+        return ConfigError(problems, incomplete=self.incomplete, preface=self.preface)
 
 
 def format_path(loc: Sequence[int | str]) -> str:
@@ -158,8 +173,15 @@ def problems_from_validation(
 ) -> list[Problem]:
     """Every problem of a failed validation, sorted by path; `unions` are the discriminated unions
     the validated model holds."""
+    return problems_from_errors(error.errors(include_url=False), unions, prefix)
+
+
+def problems_from_errors(
+    errors: Iterable[Any], unions: Sequence[Discriminated] = (), prefix: Sequence[int | str] = ()
+) -> list[Problem]:
+    """Every problem of pydantic's error items (a validation's, or config/partial.py's), sorted by path."""
     problems: list[Problem] = []
-    for item in error.errors(include_url=False):
+    for item in errors:
         loc, selected = _strip_tags([*prefix, *item["loc"]], unions)
         path = format_path(loc)
         if item["type"] == "config_problem":
@@ -170,7 +192,12 @@ def problems_from_validation(
             continue
         extra, message = _message(item, loc, unions, selected)
         problems.append(Problem(join_path(path, extra), message, (*loc, *parse_path(extra))))
-    return sorted(set(problems), key=lambda p: (_path_sort_key(p.path), p.message))
+    return sorted(set(problems), key=problem_order)
+
+
+def problem_order(problem: Problem) -> tuple[list[tuple[int, int | str]], str]:
+    """Problems in the order of their paths (models[2] before models[10]), then of their sentences."""
+    return _path_sort_key(problem.path), problem.message
 
 
 def _path_sort_key(path: str) -> list[tuple[int, int | str]]:

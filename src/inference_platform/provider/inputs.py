@@ -16,9 +16,9 @@ import pulumi
 from pulumi.runtime import rpc
 from pydantic import BaseModel, ValidationError
 
-from inference_platform.config.errors import ConfigError, Problem, join_path, problems_from_validation
+from inference_platform.config.errors import ConfigError, Problem, join_path
 from inference_platform.config.limits import nesting_problem
-from inference_platform.stack.config import UNIONS
+from inference_platform.stack.config import every_problem
 
 Config = TypeVar("Config", bound=BaseModel)
 
@@ -62,7 +62,8 @@ def validated(model: type[Config], inputs: Mapping[str, Any]) -> Config:
     problem = nesting_problem(inputs)
     if problem is not None:
         raise ConfigError([Problem("", problem)])
+    values = plain_inputs(inputs)
     try:
-        return model.model_validate(plain_inputs(inputs))
+        return model.model_validate(values)
     except ValidationError as error:
-        raise ConfigError(problems_from_validation(error, UNIONS)) from None
+        raise every_problem(model, values, error) from None

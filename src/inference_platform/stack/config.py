@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from inference_platform.analysis.capacity import Plan
 from inference_platform.analysis.capacity import plan as capacity_plan
@@ -23,8 +23,15 @@ from inference_platform.config.base import (
     duplicate_problems,
     find_cycles,
 )
-from inference_platform.config.errors import ConfigError, Problem, problems_from_validation
+from inference_platform.config.errors import (
+    ConfigError,
+    Problem,
+    problem_order,
+    problems_from_errors,
+    problems_from_validation,
+)
 from inference_platform.config.limits import nesting_problem
+from inference_platform.config.partial import validate_partially
 from inference_platform.platform.dcgm_exporter import DcgmExporterConfig
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.grafana import HOST_PREFIX as GRAFANA_HOST
@@ -439,7 +446,15 @@ def parse_stack_config(values: Mapping[str, Any]) -> StackConfig:
     try:
         return StackConfig.model_validate(decoded)
     except ValidationError as error:
-        raise ConfigError(problems_from_validation(error, UNIONS)) from None
+        raise every_problem(StackConfig, decoded, error) from None
+
+
+def every_problem(model: type[BaseModel], data: Any, error: ValidationError) -> ConfigError:
+    """The ConfigError of a config pydantic refused, with every independent problem in it: pydantic
+    stops at the first problem of each model, so look again, piece by piece (config/partial.py)."""
+    partial = validate_partially(model, data)
+    found = set(problems_from_validation(error, UNIONS)) | set(problems_from_errors(partial.errors, UNIONS))
+    return ConfigError(sorted(found, key=problem_order), incomplete=partial.incomplete)
 
 
 def project_values(config: Mapping[str, Any]) -> dict[str, Any]:
