@@ -54,15 +54,17 @@ class Problem:
 
 
 class ConfigError(Exception):
-    """The stack config is invalid; carries every problem found, not just the first."""
+    """The stack config (or a config model a program validates, `subject`) is invalid; carries
+    every problem found, not just the first."""
 
-    def __init__(self, problems: Iterable[Problem]) -> None:
+    def __init__(self, problems: Iterable[Problem], subject: str = "stack config") -> None:
         self.problems = list(problems)
+        self.subject = subject
         super().__init__(self.report())
 
     def report(self) -> str:
         count = len(self.problems)
-        lines = [f"invalid stack config ({count} problem{'s' if count != 1 else ''}):"]
+        lines = [f"invalid {self.subject} ({count} problem{'s' if count != 1 else ''}):"]
         lines += [f"  {problem}" for problem in self.problems]
         return "\n".join(lines)
 

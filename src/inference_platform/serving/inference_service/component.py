@@ -9,6 +9,9 @@ from inference_platform.serving.curl import curl_line
 from inference_platform.serving.inference_service.args import InferenceServiceArgs
 from inference_platform.serving.inference_service.manifests import model_manifests
 
+MODEL_OUTPUT = "model"
+GPU_NODES_OUTPUT = "gpuNodes"
+
 
 class InferenceService(pulumi.ComponentResource):
     """A Deployment and Service per version, a model Service, a DestinationRule and a VirtualService."""
@@ -35,4 +38,16 @@ class InferenceService(pulumi.ComponentResource):
         self.curl = pulumi.Output.from_input(curl_line(host_url + example.path.lstrip("/"), example.body))
         self.weights = pulumi.Output.from_input(args.model.live_weights)
         self.mirrors = pulumi.Output.from_input(args.model.mirrors)
-        self.register_outputs({"urls": self.urls, "curl": self.curl, "weights": self.weights, "mirrors": self.mirrors})
+        # Beside what a user reads, what the model holds, as written (the settings it was given): the
+        # offline render's summary and GPU plan read them from every InferenceService a program
+        # registers (cli/registered.py), whatever composed it.
+        self.register_outputs(
+            {
+                "urls": self.urls,
+                "curl": self.curl,
+                "weights": self.weights,
+                "mirrors": self.mirrors,
+                MODEL_OUTPUT: args.model.model_dump(mode="json", by_alias=True, exclude_unset=True),
+                GPU_NODES_OUTPUT: args.gpu_nodes.model_dump(mode="json", by_alias=True, exclude_unset=True),
+            }
+        )
