@@ -27,11 +27,10 @@ PART_OF = "inference-platform"
 
 
 class InferenceServiceArgs(ConfigModel):
-    """Everything an InferenceService needs: the model and where the platform puts it.
+    """Everything an InferenceService needs: the model and where the platform puts it."""
 
-    `InferenceServiceArgs.parse({...})` validates a dict (camelCase or snake_case keys) and reports
-    every problem as a stack file's are; `model_validate` raises pydantic's own error instead."""
-
+    # `InferenceServiceArgs.parse({...})` validates a dict (camelCase or snake_case keys) and reports
+    # every problem as a stack file's are, naming the runtime and GPU mode variants.
     REPORTED_UNIONS: ClassVar[tuple[Discriminated, ...]] = (RUNTIME_UNION, GPU_MODE_UNION)
 
     model: ModelSpec
