@@ -21,10 +21,11 @@ prometheus = Prometheus("prometheus", PrometheusConfig())
 namespace = ModelNamespace(
     "service", ModelNamespaceArgs(name="service"), opts=pulumi.ResourceOptions(depends_on=gateway.ready)
 )
-# The config models validate what they are given, as a stack file's keys or as Python names.
+# The config models validate what they are given, as a stack file's keys or as Python names;
+# `parse` reports every mistake as a stack file's are (file:line: path: sentence), no traceback.
 iris = InferenceService(
     "iris",
-    InferenceServiceArgs.model_validate(
+    InferenceServiceArgs.parse(
         {
             "model": {
                 "name": "iris",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import tarfile
@@ -18,7 +19,14 @@ import yaml
 from inference_platform import pins
 from inference_platform.cli.charts import CACHE_DIR_ENV, CHARTS_DIR_ENV, NO_CHARTS_ENV
 from inference_platform.cli.diff import TRUNCATION_NOTE, diff_renders, markdown_report, truncated
-from inference_platform.cli.helm import HELM_SHA256, HELM_VERSION, HelmNotFoundError, find_helm, pinned_helm
+from inference_platform.cli.helm import (
+    HELM_SHA256,
+    HELM_VERSION,
+    INSTALL_COMMAND,
+    HelmNotFoundError,
+    find_helm,
+    pinned_helm,
+)
 from inference_platform.cli.main import main
 from inference_platform.cli.render_files import read_chart_objects, read_render
 from tests import conftest
@@ -243,7 +251,7 @@ def test_helm_comes_from_helm_then_path_then_the_pinned_build(tmp_path: Path, mo
     if pinned_helm().is_file():
         assert find_helm() == pinned_helm()
     else:
-        with pytest.raises(HelmNotFoundError, match="make helm"):
+        with pytest.raises(HelmNotFoundError, match=re.escape(INSTALL_COMMAND)):
             find_helm()
 
 

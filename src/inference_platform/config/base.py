@@ -6,14 +6,22 @@ refuse unknown keys (a typo must not be silently ignored) and are immutable once
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Annotated, Any
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
+
+from inference_platform.config.errors import ConfigError, Discriminated, Problem, problems_from_validation
+
+_LIBRARY = Path(__file__).resolve().parent.parent
 
 
 class ConfigModel(BaseModel):
@@ -24,6 +32,63 @@ class ConfigModel(BaseModel):
         frozen=True,
         str_strip_whitespace=False,
     )
+
+    REPORTED_UNIONS: ClassVar[tuple[Discriminated, ...]] = ()
+    """The discriminated unions the model holds, which reports of its problems name (config/errors.py)."""
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any]) -> Self:
+        """`data` (a stack file's camelCase keys or Python's snake_case names) validated into the
+        model, or ConfigError with every problem, reported as a stack file's are: one line each,
+        at the caller's file and line (`python -m inference_platform render` prints it, exit 2)."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            position = _caller()
+            problems = [
+                Problem(p.path, p.message, p.loc, position)
+                for p in problems_from_validation(error, cls.REPORTED_UNIONS)
+            ]
+            raise ConfigError(problems, subject=cls.__name__) from None
+
+
+def _caller() -> str:
+    """`file:line` of the nearest frame outside the library (the program's call)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and _in(Path(frame.f_code.co_filename), _LIBRARY):
+        frame = frame.f_back
+    return _where(frame.f_code.co_filename, frame.f_lineno) if frame is not None else ""
+
+
+def _in(path: Path, *directories: Path) -> bool:
+    resolved = path.resolve()
+    return any(resolved.is_relative_to(directory) for directory in directories)
+
+
+def _where(filename: str, line: int) -> str:
+    """`file:line`, the file relative to the working directory when below it."""
+    path = Path(filename)
+    shown = os.path.relpath(path.resolve(), Path.cwd().resolve()) if path.is_absolute() else filename
+    return f"{filename if shown.startswith('..') else shown}:{line}"
+
+
+def validation_config_error(
+    error: ValidationError, unions: tuple[Discriminated, ...] = (), traceback: TracebackType | None = None
+) -> ConfigError:
+    """A config model's failed validation that escaped a program (its own `model_validate` or
+    constructor call) as a ConfigError, each problem at the program's line that validated."""
+    position = ""
+    frames = []
+    while traceback is not None:
+        frames.append(traceback)
+        traceback = traceback.tb_next
+    pydantic_dir = Path(sys.modules[BaseModel.__module__].__file__ or ".").resolve().parent
+    for frame in reversed(frames):
+        if not _in(Path(frame.tb_frame.f_code.co_filename), _LIBRARY, pydantic_dir):
+            position = _where(frame.tb_frame.f_code.co_filename, frame.tb_lineno)
+            break
+    problems = [Problem(p.path, p.message, p.loc, position) for p in problems_from_validation(error, unions)]
+    return ConfigError(problems, subject=error.title)
 
 
 def config_problems(problems: list[tuple[str, str]]) -> PydanticCustomError:

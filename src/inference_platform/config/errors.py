@@ -57,21 +57,30 @@ INCOMPLETE = "more problems may follow once these are fixed: some checks need se
 
 
 class ConfigError(Exception):
-    """The stack config is invalid; carries every problem found, not just the first.
+    """The stack config (or a config model a program validates, `subject`) is invalid; carries
+    every problem found, not just the first.
 
     `incomplete`: some checks could not run because what they read did not parse, so fixing
     these problems may reveal others. `preface`: a line of context before the problems (not one
     of them, and not counted)."""
 
-    def __init__(self, problems: Iterable[Problem], *, incomplete: bool = False, preface: str = "") -> None:
+    def __init__(
+        self,
+        problems: Iterable[Problem],
+        *,
+        incomplete: bool = False,
+        preface: str = "",
+        subject: str = "stack config",
+    ) -> None:
         self.problems = list(problems)
         self.incomplete = incomplete
         self.preface = preface
+        self.subject = subject
         super().__init__(self.report())
 
     def report(self) -> str:
         count = len(self.problems)
-        lines = [f"invalid stack config ({count} problem{'s' if count != 1 else ''}):"]
+        lines = [f"invalid {self.subject} ({count} problem{'s' if count != 1 else ''}):"]
         lines += [f"  {printable(self.preface)}"] if self.preface else []
         lines += [f"  {problem}" for problem in self.problems]
         lines += [f"  {INCOMPLETE}"] if self.incomplete else []
@@ -79,7 +88,7 @@ class ConfigError(Exception):
 
     def with_problems(self, problems: Iterable[Problem]) -> ConfigError:
         """The same error (its preface, whether it is complete) with these problems instead."""
-        return ConfigError(problems, incomplete=self.incomplete, preface=self.preface)
+        return ConfigError(problems, incomplete=self.incomplete, preface=self.preface, subject=self.subject)
 
 
 def format_path(loc: Sequence[int | str]) -> str:

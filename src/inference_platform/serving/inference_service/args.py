@@ -6,26 +6,32 @@ settings, so a traffic change edits objects in place and `pulumi up` never repla
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain, config_problems
+from inference_platform.config.errors import Discriminated
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.ingress_gateway import GatewayRef
 from inference_platform.platform.keda import HttpAddOnRef, KedaRef
 from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Workload
+from inference_platform.serving.gpu import GPU_MODE_UNION
 from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.model_storage import StorageAccess
 from inference_platform.serving.payload_capture import ComparatorRef
-from inference_platform.serving.runtimes import ModelSpec
+from inference_platform.serving.runtimes import RUNTIME_UNION, ModelSpec
 
 PART_OF = "inference-platform"
 
 
 class InferenceServiceArgs(ConfigModel):
     """Everything an InferenceService needs: the model and where the platform puts it."""
+
+    # `InferenceServiceArgs.parse({...})` validates a dict (camelCase or snake_case keys) and reports
+    # every problem as a stack file's are, naming the runtime and GPU mode variants.
+    REPORTED_UNIONS: ClassVar[tuple[Discriminated, ...]] = (RUNTIME_UNION, GPU_MODE_UNION)
 
     model: ModelSpec
     namespace: DNS1123Label

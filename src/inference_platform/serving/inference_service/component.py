@@ -2,13 +2,15 @@
 
 # No `from __future__ import annotations`: the component package (provider/) reads these
 # annotations as types at run time.
-import json
-
 import pulumi
 
 from inference_platform.kube import register
+from inference_platform.serving.curl import curl_line
 from inference_platform.serving.inference_service.args import InferenceServiceArgs
 from inference_platform.serving.inference_service.manifests import model_manifests
+
+MODEL_OUTPUT = "model"
+GPU_NODES_OUTPUT = "gpuNodes"
 
 
 class InferenceService(pulumi.ComponentResource):
@@ -33,10 +35,19 @@ class InferenceService(pulumi.ComponentResource):
         host_url = f"{args.url_scheme}://{args.host}/"
         path_url = f"{args.url_scheme}://{args.shared_host}{args.path_prefix}"
         self.urls = pulumi.Output.from_input([host_url, path_url])
-        self.curl = pulumi.Output.from_input(
-            f"curl -sS {host_url}{example.path.lstrip('/')} -H 'Content-Type: application/json' "
-            f"-d '{json.dumps(example.body, separators=(',', ':'))}'"
-        )
+        self.curl = pulumi.Output.from_input(curl_line(host_url + example.path.lstrip("/"), example.body))
         self.weights = pulumi.Output.from_input(args.model.live_weights)
         self.mirrors = pulumi.Output.from_input(args.model.mirrors)
-        self.register_outputs({"urls": self.urls, "curl": self.curl, "weights": self.weights, "mirrors": self.mirrors})
+        # Beside what a user reads, what the model holds, as written (the settings it was given): the
+        # offline render's summary and GPU plan read them from every InferenceService a program
+        # registers (cli/registered.py), whatever composed it.
+        self.register_outputs(
+            {
+                "urls": self.urls,
+                "curl": self.curl,
+                "weights": self.weights,
+                "mirrors": self.mirrors,
+                MODEL_OUTPUT: args.model.model_dump(mode="json", by_alias=True, exclude_unset=True),
+                GPU_NODES_OUTPUT: args.gpu_nodes.model_dump(mode="json", by_alias=True, exclude_unset=True),
+            }
+        )

@@ -2,11 +2,10 @@
 
 # No `from __future__ import annotations`: the component package (provider/) reads these
 # annotations as types at run time.
-import json
-
 import pulumi
 
 from inference_platform.kube import register
+from inference_platform.serving.curl import curl_line
 from inference_platform.serving.pipeline.manifests import PipelineArgs, pipeline_manifests
 
 
@@ -27,8 +26,7 @@ class Pipeline(pulumi.ComponentResource):
 
         host_url = f"{args.url_scheme}://{args.host}/"
         path_url = f"{args.url_scheme}://{args.domain}{args.path_prefix}"
-        body = json.dumps(args.example_body or {}, separators=(",", ":"))
         self.urls = pulumi.Output.from_input([host_url, path_url])
-        self.curl = pulumi.Output.from_input(f"curl -sS {host_url} -H 'Content-Type: application/json' -d '{body}'")
+        self.curl = pulumi.Output.from_input(curl_line(host_url, args.example_body or {}))
         self.models = pulumi.Output.from_input(args.pipeline.models)
         self.register_outputs({"urls": self.urls, "curl": self.curl, "models": self.models})
