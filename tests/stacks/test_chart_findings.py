@@ -10,9 +10,8 @@ import pytest
 import yaml
 
 from inference_platform.cli.render_files import read_render
-from tests.conftest import ROOT
 from tests.policies.test_stacks_meet_policies import rules
-from tests.stacks.conftest import CLUSTER_STACKS, Rendered, render_cluster, stack_config_path
+from tests.stacks.conftest import CLUSTER_STACKS, Rendered, shared_render
 from tests.stacks.test_checkov import scan
 
 pytestmark = pytest.mark.slow
@@ -62,7 +61,7 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, se
     found: dict[str, dict[str, set[Finding]]] = {"checkov": {}, "policy": {}}
     for stack in CLUSTER_STACKS:
         root = tmp_path_factory.mktemp(f"findings-{stack}")
-        rendered = render_cluster(stack, stack_config_path(stack, root), root / "render")
+        rendered = shared_render(stack, tmp_path_factory)
         found["checkov"][stack] = checkov_findings(rendered.directory, root / "scan")
         found["policy"][stack] = policy_findings(rendered)
     return found
@@ -87,8 +86,8 @@ def test_every_accepted_finding_has_a_reason() -> None:
                 assert len(reason) >= 10, f"{tool} {chart} {check}"
 
 
-def test_checkov_finds_a_weakened_chart_object(tmp_path: Path) -> None:
-    rendered = render_cluster("dev", ROOT / "Pulumi.dev.yaml", tmp_path / "dev")
+def test_checkov_finds_a_weakened_chart_object(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    rendered = shared_render("dev", tmp_path_factory)
     prometheus = rendered.directory / "charts" / "prometheus.yaml"
     copy = tmp_path / "weakened"
     shutil.copytree(rendered.directory, copy)
@@ -98,8 +97,8 @@ def test_checkov_finds_a_weakened_chart_object(tmp_path: Path) -> None:
     assert ("prometheus", "CKV_K8S_20") in checkov_findings(copy, tmp_path / "scan")
 
 
-def test_the_policy_checks_find_a_chart_container_without_limits(tmp_path: Path) -> None:
-    rendered = render_cluster("dev", ROOT / "Pulumi.dev.yaml", tmp_path / "dev")
+def test_the_policy_checks_find_a_chart_container_without_limits(tmp_path_factory: pytest.TempPathFactory) -> None:
+    rendered = shared_render("dev", tmp_path_factory)  # its own objects: changing them changes no one else's
     (deployment,) = [o for o in rendered.cluster.charts["prometheus"] if o["kind"] == "Deployment"]
     deployment["spec"]["template"]["spec"]["containers"][0]["resources"] = {}
     assert ("prometheus", "requests-and-limits") in policy_findings(rendered)

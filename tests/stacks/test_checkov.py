@@ -23,7 +23,18 @@ CONFIG = ROOT / ".checkov.yaml"
 def scan(directory: Path) -> dict[str, Any]:
     assert CHECKOV.exists(), "checkov lives in .venv-checkov: run `make test`, which builds it"
     done = subprocess.run(
-        [str(CHECKOV), "--config-file", str(CONFIG), "-d", str(directory), "--quiet", "--compact", "-o", "json"],
+        [
+            str(CHECKOV),
+            "--config-file",
+            str(CONFIG),
+            "-d",
+            str(directory),
+            "--quiet",
+            "--compact",
+            "-o",
+            "json",
+            "--skip-download",
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster
-from tests.conftest import ROOT, full_config, keda_config, write_stack_file
+from tests.conftest import full_config, write_stack_file
 from tests.stacks import cluster_checks as checks
-from tests.stacks.conftest import Rendered, render_cluster
+from tests.stacks.conftest import Rendered, render_cluster, shared_render
 
 
 def test_every_registered_chart_is_expanded(rendered: Rendered) -> None:
@@ -85,7 +85,7 @@ def test_stacks_that_scale_on_cpu_get_metrics_server(rendered: Rendered) -> None
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    return render_cluster("dev", ROOT / "Pulumi.dev.yaml", tmp_path_factory.mktemp("dev") / "render")
+    return shared_render("dev", tmp_path_factory)
 
 
 def broken(dev: Rendered) -> Cluster:
@@ -240,8 +240,7 @@ def test_grafana_problems_are_found(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def keda(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    root = tmp_path_factory.mktemp("keda")
-    return render_cluster("keda", write_stack_file(root / "Pulumi.keda.yaml", keda_config()), root / "render")
+    return shared_render("keda", tmp_path_factory)
 
 
 def test_cel_rules_the_json_schemas_cannot_see_are_found(keda: Rendered) -> None:

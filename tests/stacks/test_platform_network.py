@@ -20,7 +20,7 @@ from inference_platform.stack.network import platform_edges
 from tests.cluster import Address, Cluster, selects
 from tests.conftest import ROOT, write_stack_file
 from tests.stacks import cluster_checks as checks
-from tests.stacks.conftest import Rendered, render_cluster
+from tests.stacks.conftest import Rendered, render_cluster, shared_render
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,7 @@ def test_every_pod_reaches_dns_and_every_proxy_istiod(rendered: Rendered) -> Non
 
 @pytest.fixture(scope="module")
 def prod(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    return render_cluster("prod", ROOT / "Pulumi.prod.yaml", tmp_path_factory.mktemp("prod") / "render")
+    return shared_render("prod", tmp_path_factory)
 
 
 def policy(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
