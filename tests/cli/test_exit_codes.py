@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from inference_platform.cli.exit_codes import ExitCode
+from inference_platform.cli.main import main
 from tests.conftest import base_config, write_stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +72,25 @@ def test_render_and_diff_into_a_closed_pipe_end_quietly(stack_path: Path, tmp_pa
     assert closed_before_writing(*render) == (ExitCode.CLOSED_PIPE, "")
     assert (out / "outputs.yaml").is_file()
     assert closed_before_writing("diff", str(out), str(out)) == (ExitCode.CLOSED_PIPE, "")
+
+
+def documented_exit_codes() -> dict[int, str]:
+    """The `## Exit codes` table of docs/workflow.md: code -> name."""
+    text = (ROOT / "docs" / "workflow.md").read_text(encoding="utf-8")
+    section = text.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| ") and "`" in line]
+    return {int(code): name.strip().strip("`") for code, name in rows}
+
+
+def test_the_documented_table_is_the_enum() -> None:
+    assert documented_exit_codes() == {int(code): code.name for code in ExitCode}
+
+
+def test_analyze_help_states_its_codes_from_the_enum(capsys: pytest.CaptureFixture[str]) -> None:
+    """`analyze --help` names a failing candidate's code, not the one of a program that failed."""
+    with pytest.raises(SystemExit) as exited:
+        main(["analyze", "--help"])
+    assert exited.value.code == ExitCode.OK
+    helped = " ".join(capsys.readouterr().out.split())
+    assert f"{ExitCode.CANDIDATE_FAILED:d}: one fails" in helped
+    assert f"{ExitCode.PROGRAM_ERROR:d}: analyze itself failed" in helped

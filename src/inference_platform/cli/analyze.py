@@ -25,6 +25,7 @@ from rich.table import Table
 
 from inference_platform.analysis import agreement, comparison
 from inference_platform.analysis.comparison import Comparison
+from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.serving.analysis_spec import AnalysisSpec, PayloadComparison
 from inference_platform.stack.config import StackConfig
 
@@ -332,13 +333,14 @@ def analyze(
     return report
 
 
-def exit_code(report: Report) -> int:
+def exit_code(report: Report) -> ExitCode:
+    """The worst verdict's: a failing candidate, then one short of data (or idle), else OK."""
     verdicts = report.verdicts
     if "fail" in verdicts:
-        return 1
+        return ExitCode.CANDIDATE_FAILED
     if "insufficient-data" in verdicts or "idle" in verdicts:
-        return 3
-    return 0
+        return ExitCode.INSUFFICIENT_DATA
+    return ExitCode.OK
 
 
 # --- Output ---------------------------------------------------------------------------------------

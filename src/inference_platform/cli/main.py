@@ -260,7 +260,7 @@ def _analyze(args: argparse.Namespace) -> ExitCode:
         sys.stdout.write(analyze.markdown(report))
     else:
         _console(200).print(analyze.table(report))
-    return ExitCode(analyze.exit_code(report))
+    return analyze.exit_code(report)
 
 
 def _window(text: str) -> str:
@@ -277,7 +277,13 @@ def _schema(_: argparse.Namespace) -> ExitCode:
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="python -m infra", description=f"Tools for the {PROJECT} Pulumi program.")
+    root = argparse.ArgumentParser(
+        prog="python -m infra",
+        description=f"Tools for the {PROJECT} Pulumi program.",
+        epilog="Exit codes, the same for every command: "
+        + ", ".join(f"{code:d} {code.name.lower().replace('_', ' ')}" for code in ExitCode)
+        + " (docs/workflow.md, Exit codes).",
+    )
     commands = root.add_subparsers(dest="command", required=True)
 
     render = commands.add_parser("render", help="render a stack offline through the Pulumi SDK's mocks")
@@ -327,9 +333,11 @@ def parser() -> argparse.ArgumentParser:
     analysis = commands.add_parser(
         "analyze",
         help="judge every canary and shadow against its primary from Prometheus",
-        description="Exit 0: every candidate passes (or there is none); 1: one fails; 3: none fails but some "
-        "have too few requests, or were asleep at zero replicas (idle); 2: bad usage or config; 4: Prometheus "
-        "unreachable or answering garbage. "
+        description=f"Exit {ExitCode.OK:d}: every candidate passes (or there is none); "
+        f"{ExitCode.CANDIDATE_FAILED:d}: one fails; {ExitCode.INSUFFICIENT_DATA:d}: none fails but some have too "
+        f"few requests, or were asleep at zero replicas (idle); {ExitCode.CONFIG_ERROR:d}: bad usage or config; "
+        f"{ExitCode.PROMETHEUS_UNAVAILABLE:d}: Prometheus unreachable or answering garbage; "
+        f"{ExitCode.PROGRAM_ERROR:d}: analyze itself failed. "
         f"A bearer token is read from ${'PROMETHEUS_TOKEN'} when set.",
     )
     analysis.add_argument("--stack", required=True)
