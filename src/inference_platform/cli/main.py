@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from inference_platform.analysis.capacity import Plan
+from inference_platform.analysis.prometheus_client import TOKEN_ENV, Prometheus, PrometheusError
 from inference_platform.cli import analyze
 from inference_platform.cli.charts import (
     CHARTS_DIR_ENV,
@@ -249,9 +250,9 @@ def _analyze(args: argparse.Namespace) -> ExitCode:
         print(f"analyze: --model: the stack has no model {args.model!r}", file=sys.stderr)
         return ExitCode.CONFIG_ERROR
     try:
-        with analyze.Prometheus(args.prometheus, at) as prometheus:
+        with Prometheus(args.prometheus, at) as prometheus:
             report = analyze.analyze(config, args.stack, prometheus, args.window, args.model)
-    except analyze.PrometheusError as error:
+    except PrometheusError as error:
         print(f"analyze: {error}", file=sys.stderr)
         return ExitCode.PROMETHEUS_UNAVAILABLE
     if args.format == "json":
@@ -338,7 +339,7 @@ def parser() -> argparse.ArgumentParser:
         f"few requests, or were asleep at zero replicas (idle); {ExitCode.CONFIG_ERROR:d}: bad usage or config; "
         f"{ExitCode.PROMETHEUS_UNAVAILABLE:d}: Prometheus unreachable or answering garbage; "
         f"{ExitCode.PROGRAM_ERROR:d}: analyze itself failed. "
-        f"A bearer token is read from ${'PROMETHEUS_TOKEN'} when set.",
+        f"A bearer token is read from ${TOKEN_ENV} when set.",
     )
     analysis.add_argument("--stack", required=True)
     analysis.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
