@@ -81,7 +81,9 @@ def measure(
     )
     command_seconds = time.perf_counter() - started
     queries = running.instant_queries_answered() - before
-    if command.returncode not in {0, 1, 3}:  # pass, some fail, some short of data
+    # Pass, some short of data, some fail: 5 (ExitCode.CANDIDATE_FAILED), or 1 in a tree before
+    # cli/exit_codes.py, where 1 meant both a failing candidate and a crash (json.loads below tells).
+    if command.returncode not in {0, 1, 3, 5}:
         raise SystemExit(f"analyze from {tree} failed ({command.returncode}):\n{command.stderr}")
     report.write_text(command.stdout)
 

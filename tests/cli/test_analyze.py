@@ -18,6 +18,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard as GrafanaDashboar
 
 from inference_platform.analysis import comparison
 from inference_platform.analysis.dashboards import model_dashboard, panel_queries
+from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.main import main
 from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.stack.config import parse_stack_config, project_values
@@ -142,7 +143,7 @@ def verdicts(report: dict[str, Any]) -> dict[tuple[str, str], str]:
 def test_every_verdict_in_json(backfilled: tuple[RunningPrometheus, int], stack_file: Path, capsys: Any) -> None:
     running, start = backfilled
     at = start + 35 * 60
-    assert analyze(stack_file, running.url, "--at", str(at), "--format", "json") == 1
+    assert analyze(stack_file, running.url, "--at", str(at), "--format", "json") == ExitCode.CANDIDATE_FAILED
     report = json.loads(capsys.readouterr().out)
     assert report["stack"] == "dev"
     assert report["window"] == "10m"
@@ -194,7 +195,10 @@ def test_a_longer_window_dilutes_the_failure(
     """--window replaces the model's: over 30 minutes, 15 of them failing, v3 fails 2.5 %."""
     running, start = backfilled
     at = str(start + 35 * 60)
-    assert analyze(stack_file, running.url, "--at", at, "--model", "iris", "--window", "30m", "--format", "json") == 1
+    assert (
+        analyze(stack_file, running.url, "--at", at, "--model", "iris", "--window", "30m", "--format", "json")
+        == ExitCode.CANDIDATE_FAILED
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["window"] == "30m"
     assert report["models"][0]["candidates"][1]["errorRatio"] == pytest.approx(0.025, rel=0.05)
@@ -225,7 +229,10 @@ def test_a_model_asleep_through_the_window_is_idle(
     assert analyze(stack_file, running.url, "--at", before, "--model", "iris", "--format", "json") == 3
     assert set(verdicts(json.loads(capsys.readouterr().out)).values()) == {"insufficient-data"}
     at = str(start + 35 * 60)
-    assert analyze(sleeping_stack_file, running.url, "--at", at, "--model", "iris", "--format", "json") == 1
+    assert (
+        analyze(sleeping_stack_file, running.url, "--at", at, "--model", "iris", "--format", "json")
+        == ExitCode.CANDIDATE_FAILED
+    )
     assert verdicts(json.loads(capsys.readouterr().out)) == {("iris", "v2"): "pass", ("iris", "v3"): "fail"}
 
 
@@ -248,7 +255,10 @@ def test_a_shadow_that_answers_differently_fails(
     """Minutes 25 to 35: 1,500 agreeing and 60 disagreeing pairs, 96.2 %, under the 99 % asked for;
     its error ratio fails it too, and both reasons are given."""
     running, start = backfilled
-    assert analyze(payloads_stack_file, running.url, "--at", str(start + 35 * 60), "--format", "json") == 1
+    assert (
+        analyze(payloads_stack_file, running.url, "--at", str(start + 35 * 60), "--format", "json")
+        == ExitCode.CANDIDATE_FAILED
+    )
     found = shadows(json.loads(capsys.readouterr().out))
     iris = found["iris", "v3"]
     assert (iris["pairs"], iris["agreement"]) == (pytest.approx(1560, rel=0.01), pytest.approx(2.5 / 2.6, abs=1e-3))
@@ -288,7 +298,7 @@ def test_table_and_markdown(
 ) -> None:
     running, start = backfilled
     at = str(start + 35 * 60)
-    assert analyze(payloads_stack_file, running.url, "--at", at, "--format", "markdown") == 1
+    assert analyze(payloads_stack_file, running.url, "--at", at, "--format", "markdown") == ExitCode.CANDIDATE_FAILED
     markdown = capsys.readouterr().out
     assert markdown.startswith("## Canary and shadow analysis: stack `dev`\n")
     assert (
@@ -296,9 +306,9 @@ def test_table_and_markdown(
         in markdown
     )
     assert "| iris | v1 | primary | 5400 | 0.00% | 25 | 90 | 98 | — |  |" in markdown
-    assert analyze(stack_file, running.url, "--at", at, "--format", "markdown") == 1
+    assert analyze(stack_file, running.url, "--at", at, "--format", "markdown") == ExitCode.CANDIDATE_FAILED
     assert "| iris | v3 | shadow | 3000 | 5.00% | 25 | 90 | 98 | — | fail: error ratio" in capsys.readouterr().out
-    assert analyze(stack_file, running.url, "--at", at) == 1
+    assert analyze(stack_file, running.url, "--at", at) == ExitCode.CANDIDATE_FAILED
     table = capsys.readouterr().out
     assert "insufficient-data" in table
     assert "fail: error ratio" in table

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from inference_platform.analysis.capacity import Plan
+from inference_platform.analysis.prometheus_client import TOKEN_ENV, Prometheus, PrometheusError
 from inference_platform.cli import analyze
 from inference_platform.cli.charts import (
     CHARTS_DIR_ENV,
@@ -28,6 +29,7 @@ from inference_platform.cli.charts import (
     expand,
 )
 from inference_platform.cli.diff import diff_renders, markdown_report, truncated
+from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.project import ProgramNotFoundError, project_name
 from inference_platform.cli.promote import Promotion, PromotionError, parse_assignments, promote
 from inference_platform.cli.registered import COMPONENT, PIPELINE, registered_capacity, registered_urls
@@ -40,16 +42,22 @@ from inference_platform.config.errors import ConfigError
 from inference_platform.serving.analysis_spec import AnalysisSpec
 from inference_platform.stack.config import PROJECT, UNIONS, StackConfig
 
-EXIT_PROGRAM_ERROR = 1
-EXIT_CONFIG_ERROR = 2
+
+class _Console(Console):
+    """A Console whose closed pipe is the command's, not rich's: rich's own answer is a quiet
+    exit 1, which reads as the program failing; main() ends every command the same way instead."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
 
 
 def _console(piped_width: int) -> Console:
     """A terminal's own width; piped output (CI logs) gets one that fits the table, not 80 columns."""
-    return Console(highlight=False, width=None if sys.stdout.isatty() else piped_width)
+    return _Console(highlight=False, width=None if sys.stdout.isatty() else piped_width)
 
 
-def _render(args: argparse.Namespace) -> int:
+def _render(args: argparse.Namespace) -> ExitCode:
     config_path = Path(args.config or f"Pulumi.{args.stack}.yaml")
     out_dir = Path(args.out or f"build/{args.stack}")
     config: StackConfig | None = None
@@ -65,17 +73,17 @@ def _render(args: argparse.Namespace) -> int:
         result = run_program(args.stack, stack_file, project=project)
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        return ExitCode.CONFIG_ERROR
     except ValidationError as error:
         # A config model the program validated itself (`model_validate`, a constructor): the same report.
         print(validation_config_error(error, UNIONS, error.__traceback__).report(), file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        return ExitCode.CONFIG_ERROR
     except ProgramNotFoundError as error:
         print(f"render: {error}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        return ExitCode.CONFIG_ERROR
     except pulumi.RunError as error:
         print(f"the program failed: {error}", file=sys.stderr)
-        return EXIT_PROGRAM_ERROR
+        return ExitCode.PROGRAM_ERROR
     charts_dir = args.charts_dir or os.environ.get(CHARTS_DIR_ENV) or None
     chart_objects: dict[str, list[dict[str, object]]] = {}
     why_not = None
@@ -88,7 +96,7 @@ def _render(args: argparse.Namespace) -> int:
         except ChartsUnavailableError as error:
             if charts_dir is not None:
                 print(f"charts: {error}", file=sys.stderr)
-                return EXIT_CONFIG_ERROR
+                return ExitCode.CONFIG_ERROR
             why_not = f"not expanded: {error}"
     write_render(render_texts(result, chart_objects), out_dir)
     _print_summary(result, chart_objects, args.stack, out_dir, args.verbose)
@@ -96,7 +104,7 @@ def _render(args: argparse.Namespace) -> int:
     _print_capacity(registered_capacity(result))
     if why_not is not None and result.charts:
         print(f"Charts {why_not}")
-    return 0
+    return ExitCode.OK
 
 
 def _print_capacity(plan: Plan) -> None:
@@ -121,20 +129,20 @@ def _stack_config(args: argparse.Namespace) -> StackConfig | None:
     return config
 
 
-def _capacity(args: argparse.Namespace) -> int:
+def _capacity(args: argparse.Namespace) -> ExitCode:
     config = _stack_config(args)
     if config is None:
-        return EXIT_CONFIG_ERROR
+        return ExitCode.CONFIG_ERROR
     plan = config.capacity()
     if args.format == "json":
         print(json.dumps(plan.as_json(), indent=2))
-        return 0
+        return ExitCode.OK
     table = Table("model", "mode", "min GPUs", "awake GPUs", "peak GPUs")
     for name, model in plan.models.items():
         table.add_row(name, model.mode, f"{model.min:g}", f"{model.awake:g}", f"{model.peak:g}")
     _console(120).print(table)
     _print_capacity(plan)
-    return 0
+    return ExitCode.OK
 
 
 def _expand_charts(
@@ -211,17 +219,17 @@ def _print_summary(
             console.print(f"{len(served)} {kind}: their URLs are in {out_dir}/outputs.yaml (--verbose lists them)")
 
 
-def _diff(args: argparse.Namespace) -> int:
+def _diff(args: argparse.Namespace) -> ExitCode:
     for directory in (args.old, args.new):
         if not Path(directory).is_dir():
             print(f"not a render directory: {directory}", file=sys.stderr)
-            return EXIT_CONFIG_ERROR
+            return ExitCode.CONFIG_ERROR
     report = markdown_report(diff_renders(Path(args.old), Path(args.new)))
     sys.stdout.write(truncated(report, args.max_chars) if args.max_chars else report)
-    return 0
+    return ExitCode.OK
 
 
-def _promote(args: argparse.Namespace) -> int:
+def _promote(args: argparse.Namespace) -> ExitCode:
     try:
         promotion = Promotion(
             model=args.model,
@@ -234,40 +242,37 @@ def _promote(args: argparse.Namespace) -> int:
         promote(args.stack, Path(args.config or f"Pulumi.{args.stack}.yaml"), promotion, sys.stdout)
     except PromotionError as error:
         print(f"promote: {error}; nothing was written", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        return ExitCode.CONFIG_ERROR
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        return ExitCode.CONFIG_ERROR
     except ProgramNotFoundError as error:
         print(f"promote: {error}; nothing was written", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        return ExitCode.CONFIG_ERROR
     except pulumi.RunError as error:
         print(f"promote: the program failed: {error}; nothing was written", file=sys.stderr)
-        return EXIT_PROGRAM_ERROR
-    return 0
+        return ExitCode.PROGRAM_ERROR
+    return ExitCode.OK
 
 
-EXIT_PROMETHEUS_UNAVAILABLE = 4
-
-
-def _analyze(args: argparse.Namespace) -> int:
+def _analyze(args: argparse.Namespace) -> ExitCode:
     try:
         at = analyze.parse_time(args.at)
     except ValueError as error:
         print(f"analyze: --at: {error}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        return ExitCode.CONFIG_ERROR
     config = _stack_config(args)
     if config is None:
-        return EXIT_CONFIG_ERROR
+        return ExitCode.CONFIG_ERROR
     if args.model is not None and args.model not in {m.name for m in config.models}:
         print(f"analyze: --model: the stack has no model {args.model!r}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        return ExitCode.CONFIG_ERROR
     try:
-        with analyze.Prometheus(args.prometheus, at) as prometheus:
+        with Prometheus(args.prometheus, at) as prometheus:
             report = analyze.analyze(config, args.stack, prometheus, args.window, args.model)
-    except analyze.PrometheusError as error:
+    except PrometheusError as error:
         print(f"analyze: {error}", file=sys.stderr)
-        return EXIT_PROMETHEUS_UNAVAILABLE
+        return ExitCode.PROMETHEUS_UNAVAILABLE
     if args.format == "json":
         print(analyze.as_json(report))
     elif args.format == "markdown":
@@ -285,13 +290,19 @@ def _window(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 10m, 1h)") from None
 
 
-def _schema(_: argparse.Namespace) -> int:
+def _schema(_: argparse.Namespace) -> ExitCode:
     print(json.dumps(stack_file_schema(), indent=2, sort_keys=True))
-    return 0
+    return ExitCode.OK
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="python -m infra", description=f"Tools for the {PROJECT} Pulumi program.")
+    root = argparse.ArgumentParser(
+        prog="python -m infra",
+        description=f"Tools for the {PROJECT} Pulumi program.",
+        epilog="Exit codes, the same for every command: "
+        + ", ".join(f"{code:d} {code.name.lower().replace('_', ' ')}" for code in ExitCode)
+        + " (docs/workflow.md, Exit codes).",
+    )
     commands = root.add_subparsers(dest="command", required=True)
 
     render = commands.add_parser("render", help="render a stack offline through the Pulumi SDK's mocks")
@@ -341,10 +352,12 @@ def parser() -> argparse.ArgumentParser:
     analysis = commands.add_parser(
         "analyze",
         help="judge every canary and shadow against its primary from Prometheus",
-        description="Exit 0: every candidate passes (or there is none); 1: one fails; 3: none fails but some "
-        "have too few requests, or were asleep at zero replicas (idle); 2: bad usage or config; 4: Prometheus "
-        "unreachable or answering garbage. "
-        f"A bearer token is read from ${'PROMETHEUS_TOKEN'} when set.",
+        description=f"Exit {ExitCode.OK:d}: every candidate passes (or there is none); "
+        f"{ExitCode.CANDIDATE_FAILED:d}: one fails; {ExitCode.INSUFFICIENT_DATA:d}: none fails but some have too "
+        f"few requests, or were asleep at zero replicas (idle); {ExitCode.CONFIG_ERROR:d}: bad usage or config; "
+        f"{ExitCode.PROMETHEUS_UNAVAILABLE:d}: Prometheus unreachable or answering garbage; "
+        f"{ExitCode.PROGRAM_ERROR:d}: analyze itself failed. "
+        f"A bearer token is read from ${TOKEN_ENV} when set.",
     )
     analysis.add_argument("--stack", required=True)
     analysis.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
@@ -368,7 +381,25 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is still buffered
+    meets no closed pipe (it would print "Exception ignored ... BrokenPipeError" and exit 120)."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file descriptor (a test's capture): nothing to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fileno)
+    os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    code: int = args.handler(args)
+    try:
+        code: ExitCode = args.handler(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped reading (`| head`): what it wanted it has; end as a shell would.
+        _quiet_stdout()
+        return ExitCode.CLOSED_PIPE
     return code

@@ -1,0 +1,26 @@
+"""The exit status of every `python -m infra` command, one table (docs/workflow.md, "Exit codes").
+
+Each number means one thing whichever command returns it: 1 is only ever the program (or this
+tool) failing, never a verdict, so a script can tell "a candidate failed" (5) from "analyze
+could not run" (1)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    """Done: rendered, diffed, promoted, printed; for `analyze`, every candidate passes (or there is none)."""
+    PROGRAM_ERROR = 1
+    """The Pulumi program (or this tool) failed: a bug to report, not a mistake in the input."""
+    CONFIG_ERROR = 2
+    """Bad usage or a bad stack file, reported at its line; nothing was written (argparse's own code too)."""
+    INSUFFICIENT_DATA = 3
+    """`analyze`: no candidate fails, but some served too few requests (or slept at zero replicas)."""
+    PROMETHEUS_UNAVAILABLE = 4
+    """`analyze`: Prometheus cannot be reached, or answered something that is not a query result."""
+    CANDIDATE_FAILED = 5
+    """`analyze`: at least one canary or shadow fails its thresholds."""
+    CLOSED_PIPE = 141
+    """Whoever read the output stopped reading (`| head`): 128 + SIGPIPE, as a shell reports it."""
