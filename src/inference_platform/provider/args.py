@@ -531,7 +531,9 @@ class Model(TypedDict):
     writable_paths: NotRequired[list[str]]
     """Directories the server writes to beyond /tmp (the root file system is read-only): an emptyDir each. Only with runtime custom."""
     run_as_user: NotRequired[int]
-    """A numeric user to run as, when the image's USER is root or a name: pods run as non-root. Only with runtime custom."""
+    """A numeric user to run as, when the image's USER is root or a name: pods run as non-root (required unless nonRootImage). Only with runtime custom."""
+    non_root_image: NotRequired[bool]
+    """The image's USER is a numeric user other than 0 (e.g. USER 1000), which the kubelet verifies under runAsNonRoot: no runAsUser needed. Default: false. Only with runtime custom."""
 
 
 class GraphStep(TypedDict):

@@ -21,6 +21,7 @@ MINIMAL = {
     "image": "registry.example.com/server:1.0.0",
     "port": 8080,
     "readiness": {"path": "/ready"},
+    "nonRootImage": True,
     "versions": VERSIONS,
 }
 
@@ -187,3 +188,25 @@ def test_what_a_custom_server_must_say_is_asked_for_by_path(
 
 def test_the_minimal_server_is_valid_in_a_stack() -> None:
     assert problems() == []
+
+
+# The kubelet refuses (CreateContainerConfigError) a container under runAsNonRoot whose image runs
+# as root, or as a user name it cannot check: the render must refuse it first.
+NON_ROOT = (
+    f"{M}.runAsUser",
+    "pods run with runAsNonRoot, and the kubelet refuses to start an image whose USER is root or a name "
+    "(CreateContainerConfigError: container has runAsNonRoot and image will run as root): set runAsUser "
+    "to a numeric user (e.g. runAsUser: 1000), or nonRootImage: true if the image's USER is a numeric "
+    "user other than 0",
+)
+
+
+def test_an_image_that_may_run_as_root_needs_a_user_or_a_declaration() -> None:
+    assert problems(nonRootImage=None) == [NON_ROOT]
+    assert problems(nonRootImage=False) == [NON_ROOT]
+    assert problems(nonRootImage=None, runAsUser=1000) == []
+    spec = model(nonRootImage=False, runAsUser=1000)
+    assert spec.plan(spec.versions[0], GpuNodes()).run_as_user == 1000
+    # Declared non-root: the image's own numeric USER, which the kubelet verifies.
+    spec = model()
+    assert spec.plan(spec.versions[0], GpuNodes()).run_as_user is None

@@ -5,8 +5,10 @@ analysis on the sidecar's request metrics).
 
 What the platform cannot know about an arbitrary image is asked for, not guessed: `image`, `port`
 and `readiness` are required, and the pod's hardening (non-root, read-only root file system)
-holds, so an image that writes outside /tmp names its `writablePaths` and one whose USER is root
-names a numeric `runAsUser`.
+holds, so an image that writes outside /tmp names its `writablePaths`, and one whose USER is root
+or a name runs as a numeric `runAsUser`: under runAsNonRoot the kubelet refuses to start it
+otherwise. Which user an image runs as is not in the stack file, so a model says: a `runAsUser`,
+or `nonRootImage: true` for an image whose USER is already a numeric non-root user.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ from inference_platform.serving.server_plan import ExampleRequest, MetricsEndpoi
 Port = Annotated[int, Field(ge=1, le=65535)]
 AbsolutePath = Annotated[str, Field(pattern=r"^/[^\s]*$")]
 PROBE_PERIOD_SECONDS = 10
+MAY_RUN_AS_ROOT = (
+    "pods run with runAsNonRoot, and the kubelet refuses to start an image whose USER is root or a name "
+    "(CreateContainerConfigError: container has runAsNonRoot and image will run as root): set runAsUser "
+    "to a numeric user (e.g. runAsUser: 1000), or nonRootImage: true if the image's USER is a numeric "
+    "user other than 0"
+)
 WRITABLE_VOLUME = "writable-{}"
 # Every container gets requests and limits; a model's `resources` overrides these.
 DEFAULT_RESOURCES = Resources(
@@ -110,7 +118,13 @@ class CustomModel(ModelSpecBase):
     )
     run_as_user: Annotated[int, Field(ge=1, le=2147483647)] | None = Field(
         default=None,
-        description="A numeric user to run as, when the image's USER is root or a name: pods run as non-root.",
+        description="A numeric user to run as, when the image's USER is root or a name: pods run as non-root "
+        "(required unless nonRootImage).",
+    )
+    non_root_image: bool = Field(
+        default=False,
+        description="The image's USER is a numeric user other than 0 (e.g. USER 1000), which the kubelet "
+        "verifies under runAsNonRoot: no runAsUser needed.",
     )
 
     @model_validator(mode="after")
@@ -122,6 +136,8 @@ class CustomModel(ModelSpecBase):
             problems.append(("port", "set the port the server listens on"))
         if self.readiness is None:
             problems.append(("readiness", "set how to tell the server is ready: {path: /health} or {} for a TCP check"))
+        if self.run_as_user is None and not self.non_root_image:
+            problems.append(("runAsUser", MAY_RUN_AS_ROOT))
         ports = {"port": self.port, "grpcPort": self.grpc_port}
         ports |= {"metrics.port": self.metrics.port if self.metrics else None}
         ports |= {f"{name}.port": probe.port if probe else None for name, probe in self._probes().items()}
