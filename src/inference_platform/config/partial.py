@@ -161,6 +161,10 @@ class _Walk:
         return instance
 
     def field(self, info: FieldInfo, raw: Any, loc: Loc) -> Any:
+        if isinstance(info.discriminator, str):
+            # A field annotated with a discriminated union: pydantic keeps the discriminator on the
+            # field, not in its annotation; put it back so the union is walked as one.
+            return self.value(Annotated[info.annotation, FieldInfo(discriminator=info.discriminator)], raw, loc)
         if not info.metadata:
             return self.value(info.annotation, raw, loc)
         if typing.get_origin(info.annotation) is list:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, get_args
 
 from pydantic import Field
 
@@ -21,6 +21,9 @@ ModelSpec = Annotated[
 ]
 """One model's spec; the `runtime` key selects the runtime's own settings model."""
 
-RUNTIMES = ("tfserving", "torchserve", "triton", "mlserver", "vllm", "sglang", "custom")
+RUNTIMES: tuple[str, ...] = tuple(
+    tag for variant in get_args(get_args(ModelSpec)[0]) for tag in get_args(variant.model_fields["runtime"].annotation)
+)
+"""The `runtime` tags, in the union's order, read from the union itself (each variant's Literal)."""
 RUNTIME_UNION = Discriminated("runtime", RUNTIMES, "runtime", fields=frozenset({"model"}))
 """How config reports name a model's runtime: models[i] and an InferenceService's `model` hold one."""
