@@ -161,9 +161,10 @@ class _Walk:
         return instance
 
     def field(self, info: FieldInfo, raw: Any, loc: Loc) -> Any:
-        if isinstance(info.discriminator, str):
+        if isinstance(info.discriminator, str) and not info.metadata:
             # A field annotated with a discriminated union: pydantic keeps the discriminator on the
-            # field, not in its annotation; put it back so the union is walked as one.
+            # field, not in its annotation; put it back so the union is walked as one. (A field with
+            # validators of its own, such as gpu's short form, is checked whole below.)
             return self.value(Annotated[info.annotation, FieldInfo(discriminator=info.discriminator)], raw, loc)
         if not info.metadata:
             return self.value(info.annotation, raw, loc)
