@@ -229,7 +229,7 @@ def test_a_values_change_shows_as_the_objects_it_changes(tmp_path: Path, charts:
     (changes,) = diff.chart_objects["prometheus"].changed.values()
     assert [(c.path, c.before, c.after) for c in changes] == [
         (
-            "spec.template.spec.containers[1].args[0]",
+            "spec.template.spec.containers[prometheus-server].args[0]",
             "--storage.tsdb.retention.time=2d",
             "--storage.tsdb.retention.time=3d",
         )

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from inference_platform.cli.diff import (
+    ABSENT,
     TRUNCATION_NOTE,
     RenderDiff,
     diff_objects,
@@ -49,8 +50,8 @@ def test_a_weight_change_is_reported_field_by_field(render_dir: RenderDir) -> No
     assert "Kubernetes objects: 0 added, 0 removed, 2 changed." in text
     assert "**Changed: `VirtualService service/iris-mesh (networking.istio.io/v1)`**" in text
     assert "**Changed: `VirtualService service/iris (networking.istio.io/v1)`**" in text
-    assert "| `spec.http[0].route[0].weight` | `90` | `80` |" in text
-    assert "| `spec.http[1].route[1].weight` | `10` | `20` |" in text
+    assert "| `spec.http[by-path].route[0].weight` | `90` | `80` |" in text
+    assert "| `spec.http[by-host].route[1].weight` | `10` | `20` |" in text
     assert "| `models.iris.weights.v1` | `90` | `80` |" in text  # the stack outputs section
 
 
@@ -73,7 +74,9 @@ def test_a_new_pipeline_shows_its_objects_the_access_it_opens_and_its_outputs(re
     assert "<details><summary>Added: <code>Deployment service/flow (apps/v1)</code></summary>" in text
     assert "**Changed: `AuthorizationPolicy service/iris-access (security.istio.io/v1)`**" in text
     assert "**Changed: `NetworkPolicy service/iris (networking.k8s.io/v1)`**" in text
-    assert '| `pipelines` | — | `{"flow": {"curl": "curl -sS http://flow.models.example.com/' in text
+    # Too long for its cell: whole, as YAML below the table.
+    assert "| `pipelines` | — | (see below) |" in text
+    assert "`pipelines` (added):\n```yaml\nflow:\n  curl: 'curl -sS http://flow.models.example.com/" in text
 
 
 def test_a_config_file_change_is_shown_as_a_text_diff(render_dir: RenderDir) -> None:
@@ -148,7 +151,7 @@ def test_a_value_whose_type_changes_is_reported(render_dir: RenderDir) -> None:
 
     assert "No changes" not in text
     assert "**Changed: `VirtualService service/iris (networking.istio.io/v1)`**" in text
-    assert "| `spec.http[0].mirrors[0].percentage.value` | `50` | `12.5` |" in text
+    assert "| `spec.http[by-path].mirrors[0].percentage.value` | `50` | `12.5` |" in text
     assert "| `models.iris.mirrors.v3` | `50` | `12.5` |" in text
 
 
@@ -178,3 +181,106 @@ def test_a_type_change_is_a_change_even_between_equal_values(before: Any, after:
     assert "No changes" not in text
     assert "Kubernetes objects: 0 added, 0 removed, 1 changed." in text
     assert row in text
+
+
+def changed_rows(text: str, label: str) -> list[str]:
+    """The table rows under `**Changed: `label`**`."""
+    section = text.split(f"**Changed: `{label}`**\n\n", 1)[1]
+    return section.split("\n\n", 1)[0].splitlines()[2:]
+
+
+PROMETHEUS = "helm.v4.Chart monitoring/prometheus (prometheus)"
+IRIS_RULES = "values.serverFiles.alerting_rules.yml.groups[inference-service-iris].rules"
+
+
+def add_shadow(config: Config) -> None:
+    iris(config)["versions"].append({"name": "v4", "modelUri": "pvc://models/iris/v4", "mirrorPercent": 5})
+
+
+def test_a_new_mirror_is_shown_whole_with_its_percentage(render_dir: RenderDir) -> None:
+    text = report(render_dir, add_shadow)
+
+    mirror = (
+        '{"destination": {"host": "iris.service.svc.cluster.local", "port": {"number": 80}, "subset": "v4"}, '
+        '"percentage": {"value": 5}}'
+    )
+    assert f"| `spec.http[by-path].mirrors[1]` | — | `{mirror}` |" in text
+    assert f"| `spec.http[in-mesh].mirrors[1]` | — | `{mirror}` |" in text
+    assert "…" not in text  # nothing is cut
+
+
+def test_adding_a_shadow_adds_its_rules_keyed_by_alert_and_renames_none(render_dir: RenderDir) -> None:
+    config = base_config()
+    old = render_dir(config)
+    add_shadow(config)
+    diff = diff_renders(old, render_dir(config))
+
+    changes = diff.charts.changed[PROMETHEUS]
+    assert [(c.path, c.before) for c in changes] == [
+        (f"{IRIS_RULES}[{alert} version=v4]", ABSENT)
+        for alert in (
+            "InferenceShadowGetsNoMirror",
+            "InferenceVersionErrorRatioAbovePrimary",
+            "InferenceVersionSlowerThanPrimary",
+        )
+    ]
+    text = markdown_report(diff)
+    assert f"| `{IRIS_RULES}[InferenceShadowGetsNoMirror version=v4]` | — | (see below) |" in text
+    # A long added value is shown whole, as YAML below the table.
+    (rule,) = (c.after for c in changes if c.path.endswith("[InferenceShadowGetsNoMirror version=v4]"))
+    assert f"`{IRIS_RULES}[InferenceShadowGetsNoMirror version=v4]` (added):\n```yaml\nalert: Inference" in text
+    assert rule["expr"].split("\n")[0] in text
+    assert rule["annotations"]["action"] in text
+
+
+def test_a_container_changed_inside_a_list_is_addressed_by_name(render_dir: RenderDir) -> None:
+    text = report(render_dir, lambda c: iris(c).update(resources={"limits": {"memory": "3Gi"}}))
+
+    rows = changed_rows(text, "Deployment service/iris-v1 (apps/v1)")
+    assert "| `spec.template.spec.containers[predictor].resources.limits.memory` | `2Gi` | `3Gi` |" in rows, rows
+
+
+def rule(alert: str, **labels: str) -> dict[str, Any]:
+    return {"alert": alert, "expr": "up == 0", "labels": labels}
+
+
+def rule_changes(before: list[Any], after: list[Any]) -> list[tuple[str, Any, Any]]:
+    objects = diff_objects([config_map({"rules": before})], [config_map({"rules": after})])
+    return [(c.path, c.before, c.after) for c in objects.changed.get("ConfigMap service/m (v1)", [])]
+
+
+def test_rules_of_one_alert_are_told_apart_by_the_labels_that_differ_on_both_sides() -> None:
+    v1, v2 = rule("Down", role="primary", version="v1"), rule("Down", role="canary", version="v2")
+    v3 = rule("Down", role="canary", version="v3")
+    # `role` tells v1 from v2 before, but not v2 from v3 after: `version` is chosen for both sides.
+    assert rule_changes([v1, v2], [v1, v2, v3]) == [("data.rules[Down version=v3]", ABSENT, v3)]
+    assert rule_changes([v1, v2, v3], [v1, v3]) == [("data.rules[Down version=v2]", v2, ABSENT)]
+    # One rule of a name on each side: the same rule, changed field by field.
+    assert rule_changes([v1], [v2]) == [
+        ("data.rules[Down].labels.role", "primary", "canary"),
+        ("data.rules[Down].labels.version", "v1", "v2"),
+    ]
+    # Nothing tells them apart: their place among the rules of that name.
+    assert rule_changes([v1, v1], [v1, v1, v1]) == [("data.rules[Down #3]", ABSENT, v1)]
+
+
+def test_named_items_that_change_places_are_reported_as_an_order_change() -> None:
+    """An Istio route's first match wins: a reorder is a change even when every route is the same."""
+    by_path, by_host = {"name": "by-path", "match": [{"uri": "/a"}]}, {"name": "by-host", "match": [{"uri": "/b"}]}
+    objects = diff_objects([config_map({"http": [by_path, by_host]})], [config_map({"http": [by_host, by_path]})])
+
+    (change,) = objects.changed["ConfigMap service/m (v1)"]
+    assert (change.path, change.before, change.after) == (
+        "data.http (order)",
+        ["by-path", "by-host"],
+        ["by-host", "by-path"],
+    )
+
+
+def test_a_long_changed_value_is_shown_whole_as_a_diff_below_the_table() -> None:
+    before, after = "sum(rate(x[5m])) > " + "1" * 200, "sum(rate(x[5m])) > " + "2" * 200
+    objects = diff_objects([config_map({"expr": before})], [config_map({"expr": after})])
+    text = markdown_report(RenderDiff(objects, diff_objects([], []), [], {}))
+
+    assert "| `data.expr` | (see below) | (see below) |" in text
+    assert f"`data.expr`:\n```diff\n--- before\n+++ after\n@@ -1 +1 @@\n-{before}\n+{after}\n```" in text

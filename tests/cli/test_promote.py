@@ -72,7 +72,7 @@ def test_set_weights_changes_only_those_lines_and_prints_the_render_diff(
     assert "Kubernetes objects: 0 added, 0 removed, 2 changed. Helm charts: 0 added, 0 removed, 0 changed." in out
     assert "**Changed: `VirtualService service/iris (networking.istio.io/v1)`**" in out
     assert "**Changed: `VirtualService service/iris-mesh (networking.istio.io/v1)`**" in out
-    assert "| `spec.http[0].route[0].weight` | `90` | `50` |" in out
+    assert "| `spec.http[by-path].route[0].weight` | `90` | `50` |" in out
 
 
 def test_a_shadow_given_a_weight_goes_live(dev: Path) -> None:

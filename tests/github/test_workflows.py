@@ -159,7 +159,7 @@ def test_the_diff_step_script_posts_a_markdown_report(tmp_path: Path) -> None:
 
     report = summary.read_text()
     assert report.startswith("### Stack `dev`\n## inference-platform render diff")
-    assert "| `spec.http[0].route[0].weight` | `90` | `80` |" in report
+    assert "| `spec.http[by-path].route[0].weight` | `90` | `80` |" in report
     comment = (runner / "comment.md").read_text()
     assert comment == "<!-- inference-platform render diff: dev -->\n" + report
 

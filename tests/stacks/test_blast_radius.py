@@ -51,9 +51,9 @@ def test_changing_a_live_weight_changes_only_that_models_virtual_services(render
     assert not diff.removed
     assert set(diff.changed) == IRIS_ROUTES
     paths = {c.path for c in diff.changed["VirtualService service/iris (networking.istio.io/v1)"]}
-    assert paths == {f"spec.http[{r}].route[{i}].weight" for r in (0, 1) for i in (0, 1)}
+    assert paths == {f"spec.http[{r}].route[{i}].weight" for r in ("by-path", "by-host") for i in (0, 1)}
     in_mesh = {c.path for c in diff.changed["VirtualService service/iris-mesh (networking.istio.io/v1)"]}
-    assert in_mesh == {f"spec.http[0].route[{i}].weight" for i in (0, 1)}
+    assert in_mesh == {f"spec.http[in-mesh].route[{i}].weight" for i in (0, 1)}
 
 
 def test_changing_a_mirror_percent_changes_only_that_models_virtual_services(render_config: Render) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,17 +11,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from inference_platform.cli.render_files import dump_documents, object_key, read_chart_objects, read_render
-from inference_platform.config.errors import format_path
 
-_REPORTS = (
-    "values_changed",
-    "type_changes",
-    "dictionary_item_added",
-    "dictionary_item_removed",
-    "iterable_item_added",
-    "iterable_item_removed",
-)
-_MAX_CELL = 120
+_MAX_CELL = 160
+"""Values longer than this (or with a line break) go below the table, whole."""
 
 
 @dataclass(frozen=True, order=True)
@@ -41,23 +34,166 @@ class ObjectDiff:
         return not (self.added or self.removed or self.changed)
 
 
-_ABSENT = object()
+ABSENT: Any = object()
+"""A FieldChange's `before` for what was added, its `after` for what was removed."""
+
+_IDENTITIES = ("alert", "record", "name")
+"""What names an item of a list: a Prometheus rule's alert or record, else its `name`."""
+_MAX_TELLING = 3
+_NO_FOLDING = 1 << 30
 
 
 def field_changes(before: Any, after: Any) -> list[FieldChange]:
-    # Imported here: deepdiff loads pandas, most of a second every command would pay otherwise.
-    from deepdiff import DeepDiff  # noqa: PLC0415
-    from deepdiff.helper import notpresent  # noqa: PLC0415
-
-    tree = DeepDiff(before, after, view="tree", verbose_level=2)
-    changes = []
-    for report in _REPORTS:
-        for level in tree.get(report, []):
-            path = format_path(level.path(output_format="list")) or "(whole value)"
-            old = _ABSENT if level.t1 is notpresent else level.t1
-            new = _ABSENT if level.t2 is notpresent else level.t2
-            changes.append(FieldChange(path, old, new))
+    """Every field that differs, sorted by path. Lists of named things are matched by name (rules by
+    alert or record, with the labels that tell apart several of one name), other lists by position."""
+    changes: list[FieldChange] = []
+    _walk("", before, after, changes)
     return sorted(changes, key=lambda c: c.path)
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Equal and of the same types throughout: 1 and True, or 50 and 50.0, differ to Kubernetes."""
+    if type(before) is not type(after):
+        return False
+    if isinstance(before, dict):
+        return before.keys() == after.keys() and all(_same(before[k], after[k]) for k in before)
+    if isinstance(before, list):
+        return len(before) == len(after) and all(_same(b, a) for b, a in zip(before, after, strict=True))
+    return bool(before == after)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _walk(path: str, before: Any, after: Any, out: list[FieldChange]) -> None:
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in [*before, *(k for k in after if k not in before)]:
+            _walk(_join(path, str(key)), before.get(key, ABSENT), after.get(key, ABSENT), out)
+    elif isinstance(before, list) and isinstance(after, list):
+        keys = _list_keys(before, after)
+        if keys is None:
+            _walk_positions(path, before, after, out)
+        else:
+            _walk_keyed(path, dict(zip(keys[0], before, strict=True)), dict(zip(keys[1], after, strict=True)), out)
+    elif before is ABSENT and after is ABSENT:
+        return
+    elif not _same(before, after):
+        out.append(FieldChange(path or "(whole value)", before, after))
+
+
+def _walk_keyed(path: str, before: dict[str, Any], after: dict[str, Any], out: list[FieldChange]) -> None:
+    for key in [*before, *(k for k in after if k not in before)]:
+        _walk(f"{path}[{key}]", before.get(key, ABSENT), after.get(key, ABSENT), out)
+    # The order of named things can matter (an Istio route's first match wins): say when it changed.
+    kept_before = [k for k in before if k in after]
+    kept_after = [k for k in after if k in before]
+    if kept_before != kept_after:
+        out.append(FieldChange(f"{path} (order)", kept_before, kept_after))
+
+
+def _walk_positions(path: str, before: list[Any], after: list[Any], out: list[FieldChange]) -> None:
+    if len(before) == len(after):
+        for index, (old, new) in enumerate(zip(before, after, strict=True)):
+            _walk(f"{path}[{index}]", old, new, out)
+        return
+    # Lengths differ: find what was inserted and deleted, and compare the rest item by item.
+    matcher = difflib.SequenceMatcher(None, [_canonical(v) for v in before], [_canonical(v) for v in after], False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(i2 - i1, j2 - j1)
+        for k in range(paired):
+            _walk(f"{path}[{j1 + k}]", before[i1 + k], after[j1 + k], out)
+        for i in range(i1 + paired, i2):
+            out.append(FieldChange(f"{path}[{i}]", before[i], ABSENT))
+        for j in range(j1 + paired, j2):
+            out.append(FieldChange(f"{path}[{j}]", ABSENT, after[j]))
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+def _identity(item: Any) -> str | None:
+    if isinstance(item, dict):
+        for field in _IDENTITIES:
+            if isinstance(value := item.get(field), str) and value:
+                return value
+    return None
+
+
+def _attributes(item: dict[str, Any]) -> dict[str, str]:
+    """What can tell apart items of one name: a rule's labels, any other item's plain fields."""
+    if "alert" in item or "record" in item:
+        fields = item.get("labels") or {}
+    else:
+        fields = {k: v for k, v in item.items() if k != "name"}
+    return {
+        str(k): v if isinstance(v, str) else json.dumps(v)
+        for k, v in fields.items()
+        if v is None or isinstance(v, str | int | float | bool)
+    }
+
+
+def _names(before: list[Any], after: list[Any]) -> tuple[list[str], list[str]] | None:
+    """Each side's items' names; None when both are empty or either holds anything unnamed."""
+    names: tuple[list[str], list[str]] = ([], [])
+    for side, items in enumerate((before, after)):
+        for item in items:
+            if (name := _identity(item)) is None:
+                return None
+            names[side].append(name)
+    return names if before or after else None
+
+
+def _list_keys(before: list[Any], after: list[Any]) -> tuple[list[str], list[str]] | None:
+    """Each item's key on both sides when every item is named, else None (compared by position).
+    Where one side holds several items of a name, their key adds the labels (or fields) that tell
+    them apart, chosen once for both sides: `InferenceShadowGetsNoMirror version=v4`."""
+    names = _names(before, after)
+    if names is None:
+        return None
+    attributes = ([_attributes(i) for i in before], [_attributes(i) for i in after])
+    # Each label's values over the whole list, both sides: the more it has, the better it tells apart.
+    spread: dict[str, set[str]] = {}
+    for items in attributes:
+        for fields in items:
+            for label, value in fields.items():
+                spread.setdefault(label, set()).add(value)
+    keys: tuple[list[str], list[str]] = ([], [])
+    telling: dict[str, tuple[str, ...] | None] = {}
+    for name in dict.fromkeys(names[0] + names[1]):
+        groups = [[fields for n, fields in zip(names[s], attributes[s], strict=True) if n == name] for s in (0, 1)]
+        if max(len(group) for group in groups) > 1:
+            telling[name] = _telling_labels(groups, spread)
+    for side in (0, 1):
+        seen: dict[str, int] = {}
+        for name, fields in zip(names[side], attributes[side], strict=True):
+            key = name
+            labels = telling.get(name, ())
+            if labels is None:  # nothing tells them apart: their place among those of that name
+                seen[key] = seen.get(key, 0) + 1
+                key += f" #{seen[key]}"
+            elif labels:
+                key += " " + " ".join(f"{label}={fields.get(label, '')}" for label in labels)
+            keys[side].append(key)
+    return keys
+
+
+def _telling_labels(groups: list[list[dict[str, str]]], spread: Mapping[str, set[str]]) -> tuple[str, ...] | None:
+    """The fewest labels whose values are unique within each side's items of one name; None if none do."""
+    varying = {label for group in groups for fields in group for label in fields}
+    candidates = sorted(
+        (label for label in varying if len({fields.get(label) for g in groups for fields in g}) > 1),
+        key=lambda label: (-len(spread.get(label, ())), label),
+    )
+    for size in range(1, min(len(candidates), _MAX_TELLING) + 1):
+        for labels in itertools.combinations(candidates, size):
+            values = [[tuple(fields.get(label) for label in labels) for fields in group] for group in groups]
+            if all(len(set(side)) == len(side) for side in values):
+                return labels
+    return None
 
 
 def _label(key: tuple[str, ...]) -> str:
@@ -143,30 +279,57 @@ def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
     )
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _small(value: Any) -> bool:
+    """Shown whole in a table cell: short, on one line."""
+    if value is ABSENT:
+        return True
+    text = _text(value)
+    return len(text) <= _MAX_CELL and "\n" not in text
+
+
 def _cell(value: Any) -> str:
-    if value is _ABSENT:
+    if value is ABSENT:
         return "—"
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False) if not isinstance(value, str) else value
-    if len(text) > _MAX_CELL:
-        text = text[: _MAX_CELL - 1] + "…"
-    return "`" + text.replace("|", "\\|").replace("`", "'").replace("\n", "⏎") + "`"
+    if not _small(value):
+        return "(see below)"
+    return "`" + _text(value).replace("|", "\\|").replace("`", "'") + "`"
+
+
+def _value_block(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return ["```text", *value.splitlines(), "```"]
+    return ["```yaml", *_yaml_lines(value), "```"]
+
+
+def _yaml_lines(value: Any) -> list[str]:
+    return dump_documents([value], width=_NO_FOLDING).removesuffix("\n...\n").rstrip("\n").splitlines()
+
+
+def _below(change: FieldChange) -> list[str]:
+    """A value too long for its cell, whole: added or removed as a block, changed as a diff."""
+    if change.before is ABSENT or change.after is ABSENT:
+        what, value = ("added", change.after) if change.before is ABSENT else ("removed", change.before)
+        return ["", f"`{change.path}` ({what}):", *_value_block(value)]
+    if isinstance(change.before, str) and isinstance(change.after, str):
+        old, new = change.before.splitlines(), change.after.splitlines()
+    else:
+        old, new = _yaml_lines(change.before), _yaml_lines(change.after)
+    diff = difflib.unified_diff(old, new, "before", "after", lineterm="")
+    return ["", f"`{change.path}`:", "```diff", *diff, "```"]
 
 
 def _changes_markdown(changes: list[FieldChange]) -> list[str]:
     lines = ["| field | before | after |", "|---|---|---|"]
-    texts = []
+    below = []
     for change in changes:
-        if isinstance(change.before, str) and isinstance(change.after, str) and "\n" in change.before + change.after:
-            texts.append(change)
-            lines.append(f"| `{change.path}` | (text, see below) | (text, see below) |")
-        else:
-            lines.append(f"| `{change.path}` | {_cell(change.before)} | {_cell(change.after)} |")
-    for change in texts:
-        diff = difflib.unified_diff(
-            change.before.splitlines(), change.after.splitlines(), "before", "after", lineterm=""
-        )
-        lines += ["", f"`{change.path}`:", "```diff", *diff, "```"]
-    return lines
+        lines.append(f"| `{change.path}` | {_cell(change.before)} | {_cell(change.after)} |")
+        if not (_small(change.before) and _small(change.after)):
+            below += _below(change)
+    return lines + below
 
 
 def _section(title: str, diff: ObjectDiff) -> list[str]:

@@ -85,9 +85,10 @@ def _represent_str(dumper: yaml.CSafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_str)
 
 
-def dump_documents(documents: Iterable[Any]) -> str:
+def dump_documents(documents: Iterable[Any], width: int = 120) -> str:
+    """The render's YAML, lines folded at `width` (the diff's value blocks pass a huge one: no folding)."""
     return yaml.dump_all(
-        documents, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120
+        documents, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=width
     )
 
 
