@@ -834,9 +834,11 @@ class S3Settings(TypedDict):
     verify_ssl: NotRequired[bool]
     """Verify the endpoint's TLS certificate. Default: true."""
     access_key_id: NotRequired[str]
-    """Leave both keys unset for anonymous access."""
+    """The access key id; set it with pulumi config set --secret --path."""
     secret_access_key: NotRequired[str]
     """The secret access key; set it with pulumi config set --secret --path."""
+    anonymous: NotRequired[bool]
+    """Read s3:// model files without credentials (a public bucket). Without keys and without this, an s3:// model URI is a config error. Default: false."""
 
 
 class GcsSettings(TypedDict):
@@ -892,7 +894,9 @@ class StorageAccess(TypedDict):
     s3_verify_ssl: NotRequired[bool]
     """Default: true."""
     s3_keys: NotRequired[bool]
-    """Default: false."""
+    """The Secret holds S3 keys (an AWS shared credentials file, aws-credentials). Default: false."""
+    s3_anonymous: NotRequired[bool]
+    """Read s3:// model files without credentials (a public bucket); an s3:// model URI needs this or s3Keys. Default: false."""
     gcs_key: NotRequired[bool]
     """Default: false."""
     hf_token: NotRequired[bool]
