@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from inference_platform.config.errors import ConfigError, problems_from_validation
 from inference_platform.serving.inference_service import InferenceServiceArgs
+from inference_platform.serving.inference_service.pods import deployment
 from inference_platform.serving.model_storage import (
     AWS_CREDENTIALS_FILE,
     HF_TOKEN_FILE,
@@ -28,6 +29,7 @@ from inference_platform.serving.model_storage import (
 )
 from inference_platform.stack.config import UNIONS, parse_stack_config, project_values
 from tests.conftest import base_config
+from tests.owner_schemas import validate
 
 URI = TypeAdapter(ModelUri)
 
@@ -239,3 +241,22 @@ def test_credentials_reach_the_initializer_as_files_from_the_secret(scheme: str,
     assert mounts
     assert {e["name"]: e["value"] for e in env}[variable] == f"{SECRET_DIR}/{file}"
     assert all(set(e) == {"name", "value"} for e in env)  # plain values only: nothing secret inlined or referenced
+
+
+@pytest.mark.parametrize(("settings", "size"), [({}, "20Gi"), ({"downloadSize": "120Gi"}, "120Gi")])
+def test_the_download_requests_the_ephemeral_storage_its_volume_may_fill(settings: dict[str, Any], size: str) -> None:
+    """The scheduler counts a pod's ephemeral-storage requests, never an emptyDir's sizeLimit: the
+    container that writes the files requests their size, so the pod lands on a node with room."""
+    model = {"name": "iris", "runtime": "mlserver", "versions": [{"name": "v1", "modelUri": "gs://m/1", "weight": 100}]}
+    args = InferenceServiceArgs.model_validate(
+        {"model": model | settings, "namespace": "service", "domain": "models.example.com"}
+    )
+    plan = args.model.plan(args.model.versions[0], args.gpu_nodes)
+    pod = deployment(args, args.model.versions[0], plan)
+    validate(pod)
+    spec = pod["spec"]["template"]["spec"]
+    (initializer,) = spec["initContainers"]
+    assert initializer["resources"]["requests"]["ephemeral-storage"] == size
+    assert "ephemeral-storage" not in initializer["resources"]["limits"]  # the volume's sizeLimit evicts
+    (volume,) = [v for v in spec["volumes"] if v["name"] == initializer["volumeMounts"][0]["name"]]
+    assert volume["emptyDir"] == {"sizeLimit": size}

@@ -445,7 +445,7 @@ class Model(TypedDict):
     transformer: NotRequired[TransformerSpec]
     """A pre/post-processing container in front of the server, in the same pod."""
     download_size: NotRequired[str]
-    """Size of the volume downloaded model files go to (s3, gs, http(s), hf). Default: \"20Gi\"."""
+    """Size of the volume downloaded model files go to (s3, gs, http(s), hf), and the ephemeral storage the download requests, so the pod is scheduled on a node with room for it. Default: \"20Gi\"."""
     protection: NotRequired[Protection]
     """Rate limit, client access, JWT and circuit breaking."""
     timeout: NotRequired[str]

@@ -259,7 +259,12 @@ def model_files(
         "image": pins.STORAGE_INITIALIZER_IMAGE,
         "args": [model_uri, DOWNLOAD_DIR],
         "env": env,
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        # The scheduler counts ephemeral-storage requests, not an emptyDir's sizeLimit: the writer of
+        # the files requests their size, so the pod's effective request has room for them on its node.
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi", "ephemeral-storage": download_size},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        },
         "securityContext": security_context,
         "volumeMounts": mounts,
     }
