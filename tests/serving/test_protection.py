@@ -178,7 +178,8 @@ def test_only_the_gateway_reaches_serving_ports_in_the_mesh() -> None:
     assert spec["rules"] == [
         {
             "from": [{"source": {"principals": ["cluster.local/ns/istio-ingress/sa/istio-ingressgateway"]}}],
-            "to": [{"operation": {"ports": ["8080", "8081"]}}],
+            # HTTP only: no gateway route carries gRPC, so MLServer's 8081 stays closed to it.
+            "to": [{"operation": {"ports": ["8080"]}}],
         }
     ]
 
@@ -188,7 +189,7 @@ def test_network_policy_lets_in_the_gateway_and_prometheus_and_out_the_download(
     spec = objects[("NetworkPolicy", "iris")]["spec"]
     gateway, prometheus = spec["ingress"]
     assert gateway["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "istio-ingress"}}}]
-    assert [p["port"] for p in gateway["ports"]] == [8080, 8081]
+    assert [p["port"] for p in gateway["ports"]] == [8080]  # not gRPC 8081: no route carries it
     # Prometheus' server pods only, not everything else in its namespace.
     assert prometheus["from"] == [
         {

@@ -515,7 +515,7 @@ class Model(TypedDict):
     port: NotRequired[int]
     """The HTTP port the server listens on (required). Only with runtime custom."""
     grpc_port: NotRequired[int]
-    """A gRPC port beside it, routed and opened as the HTTP one. Only with runtime custom."""
+    """A gRPC port beside it, for declared callers in the mesh (a version's Service); the gateway routes HTTP only, so it stays closed to the gateway. Only with runtime custom."""
     readiness: NotRequired[ProbeSpec]
     """When a pod takes requests (required): an HTTP path or a TCP check. Only with runtime custom."""
     liveness: NotRequired[ProbeSpec]
