@@ -149,6 +149,9 @@ def stack_configs(draw: st.DrawFn) -> Config:
             "s3": {"accessKeyId": "AKIA-HOSTILE", "secretAccessKey": "hostile-secret", "region": "eu-west-1"},
             "huggingface": {"token": "hf_hostile"},
         }
+    else:
+        # Without keys, s3:// files are read anonymously only when the stack says so.
+        config["inference-platform:storage"] = {"s3": {"anonymous": True}}
     return config
 
 

@@ -98,8 +98,8 @@ def test_add_a_version_idle_or_straight_into_a_shadow(dev: Path) -> None:
         "+          modelUri: pvc://models/iris/v4",
         "+          weight: 0",
     ]
-    assert run(dev, "--model", "churn", "--add-version", "v2", "--model-uri", "s3://m/churn/2", "--mirror", "v2=5") == 0
-    assert versions(dev, "churn")[1] == {"name": "v2", "modelUri": "s3://m/churn/2", "mirrorPercent": 5}
+    assert run(dev, "--model", "churn", "--add-version", "v2", "--model-uri", "gs://m/churn/2", "--mirror", "v2=5") == 0
+    assert versions(dev, "churn")[1] == {"name": "v2", "modelUri": "gs://m/churn/2", "mirrorPercent": 5}
 
 
 def test_retire_a_version(dev: Path) -> None:

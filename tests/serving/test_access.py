@@ -145,3 +145,24 @@ def test_serving_ports_are_the_pods_http_and_grpc_ports() -> None:
             for port in container["ports"]
         }
         assert model.serving_ports == tuple(sorted(ports[name] for name in ("http", "grpc") if name in ports))
+
+
+def test_the_gateway_reaches_only_the_port_it_routes_to_not_grpc() -> None:
+    """The gateway's routes carry HTTP to the `http` port only: its gRPC port (Triton 8001) stays
+    closed to the gateway in both layers, and open to a declared caller in the mesh."""
+    caller = model_workload(spec("bert", "torchserve", calls=["text-embed"]), NAMESPACE)
+    objects = render(EMBED, callers=[caller])
+    gateway = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "istio-ingress"}}}
+
+    ingress = objects[("NetworkPolicy", "text-embed")]["spec"]["ingress"]
+    assert [rule["ports"] for rule in ingress if rule["from"] == [gateway]] == [[{"protocol": "TCP", "port": 8000}]]
+    from_caller = [
+        rule["ports"] for rule in ingress if rule["from"] == [{"podSelector": {"matchLabels": {"app": "bert"}}}]
+    ]
+    assert from_caller == [[{"protocol": "TCP", "port": 8000}, {"protocol": "TCP", "port": 8001}]]
+    rules = objects[("AuthorizationPolicy", "text-embed-access")]["spec"]["rules"]
+    by_source = {rule["from"][0]["source"]["principals"][0]: rule["to"] for rule in rules}
+    assert by_source == {
+        "cluster.local/ns/istio-ingress/sa/istio-ingressgateway": [{"operation": {"ports": ["8000"]}}],
+        "cluster.local/ns/service/sa/bert": [{"operation": {"ports": ["8000", "8001"]}}],
+    }

@@ -13,6 +13,7 @@ from inference_platform.serving.inference_service.pods import deployment
 from inference_platform.serving.inference_service.routing import mesh_virtual_service, virtual_service
 from inference_platform.serving.runtimes.mlserver import MLServerModel
 from tests.conftest import base_config
+from tests.owner_schemas import validate
 
 TYPE = "inference-platform:serving:InferenceService"
 
@@ -69,7 +70,7 @@ def test_routes_split_live_traffic_and_mirror_shadows() -> None:
 
     assert spec["gateways"] == ["istio-ingress/inference-gateway"]
     assert spec["hosts"] == ["iris.models.example.com", "models.example.com"]
-    by_path, by_host = spec["http"]
+    by_path, by_host, _ = spec["http"]
     assert by_path["match"] == [{"uri": {"prefix": "/models/iris/"}}]
     assert by_path["rewrite"] == {"uri": "/"}
     assert by_host["match"] == [{"authority": {"prefix": "iris.models.example.com"}}]
@@ -85,6 +86,21 @@ def test_routes_split_live_traffic_and_mirror_shadows() -> None:
             "perTryTimeout": "60s",
             "retryOn": "connect-failure,refused-stream,reset-before-request",
         }
+
+
+def test_the_path_without_its_trailing_slash_is_redirected_to_it() -> None:
+    """`/models/iris` matches no prefix `/models/iris/`: the gateway answers it with a redirect, 308
+    so that a POST stays a POST with its body (301 and 302 let clients turn it into a GET)."""
+    service = virtual_service(args())
+    validate(service)
+    routes = service["spec"]["http"]
+    assert routes[-1] == {
+        "name": "add-slash",
+        "match": [{"uri": {"exact": "/models/iris"}}],
+        "redirect": {"uri": "/models/iris/", "redirectCode": 308},
+    }
+    # After the by-host route: at iris.models.example.com every path is the server's own.
+    assert [route["name"] for route in routes] == ["by-path", "by-host", "add-slash"]
 
 
 def test_calls_from_inside_the_mesh_get_the_same_split_and_mirrors() -> None:

@@ -15,6 +15,9 @@ import pytest
 from kserve_storage import Storage
 from pydantic import TypeAdapter, ValidationError
 
+from inference_platform.config.errors import ConfigError, problems_from_validation
+from inference_platform.serving.inference_service import InferenceServiceArgs
+from inference_platform.serving.inference_service.pods import deployment
 from inference_platform.serving.model_storage import (
     AWS_CREDENTIALS_FILE,
     HF_TOKEN_FILE,
@@ -24,6 +27,9 @@ from inference_platform.serving.model_storage import (
     initializer_env,
     model_files,
 )
+from inference_platform.stack.config import UNIONS, parse_stack_config, project_values
+from tests.conftest import base_config
+from tests.owner_schemas import validate
 
 URI = TypeAdapter(ModelUri)
 
@@ -162,16 +168,64 @@ def test_s3_settings_reach_the_storage_initializers_client(monkeypatch: pytest.M
     assert kwargs["config"].signature_version is None  # signed with the keys from the Secret
 
 
-def test_without_keys_s3_is_read_anonymously(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_s3_is_read_anonymously_only_when_the_stack_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from botocore import UNSIGNED
 
     monkeypatch.delenv("awsAnonymousCredential", raising=False)
     assert Storage.get_S3_config().signature_version is not UNSIGNED  # signed unless told otherwise
-    env = plain_env(initializer("s3://public-bucket/model"))
+    anonymous = StorageCredentials.model_validate({"s3": {"anonymous": True}})
+    env = plain_env(initializer("s3://public-bucket/model", anonymous))
     for name, value in env.items():
         monkeypatch.setenv(name, value)
 
     assert Storage.get_S3_config().signature_version is UNSIGNED
+
+
+def test_a_model_on_s3_without_keys_is_a_config_error_not_anonymous_access() -> None:
+    def stack(storage: dict[str, Any] | None) -> list[tuple[str, str]]:
+        config = base_config()
+        config["inference-platform:models"][0]["versions"][1]["modelUri"] = "s3://models/iris/2"
+        if storage is not None:
+            config["inference-platform:storage"] = storage
+        try:
+            parse_stack_config(project_values(config))
+        except ConfigError as error:
+            return [(p.path, p.message) for p in error.problems]
+        return []
+
+    no_keys = (
+        "models[0].versions[1].modelUri",
+        "s3:// needs credentials: set storage.s3.accessKeyId and storage.s3.secretAccessKey (Pulumi secrets), "
+        "or storage.s3.anonymous: true for a public bucket",
+    )
+    assert stack(None) == [no_keys]
+    assert stack({"s3": {"region": "eu-west-1"}}) == [no_keys]
+    assert stack({"huggingface": {"token": "t"}}) == [no_keys]
+    assert stack({"s3": {"accessKeyId": "id"}}) == [
+        ("storage.s3.secretAccessKey", "set both keys, or neither (storage.s3.anonymous: true for a public bucket)")
+    ]
+    assert stack({"s3": {"anonymous": True, "accessKeyId": "id", "secretAccessKey": "key"}}) == [
+        ("storage.s3.anonymous", "anonymous access sends no keys: remove the keys or anonymous")
+    ]
+    assert stack({"s3": {"anonymous": True}}) == []
+    assert stack({"s3": {"accessKeyId": "id", "secretAccessKey": "key"}}) == []
+
+
+def test_a_component_on_s3_without_keys_is_a_config_error() -> None:
+    model = {"name": "iris", "runtime": "mlserver", "versions": [{"name": "v1", "modelUri": "s3://m/1", "weight": 100}]}
+    base = {"model": model, "namespace": "service", "domain": "models.example.com"}
+    with pytest.raises(ValidationError) as raised:
+        InferenceServiceArgs.model_validate(base)
+    assert [(p.path, p.message) for p in problems_from_validation(raised.value, UNIONS)] == [
+        (
+            "model.versions[0].modelUri",
+            "s3:// needs credentials: give storage a Secret with S3 keys (s3Keys), or s3Anonymous: true "
+            "for a public bucket",
+        )
+    ]
+    anonymous = InferenceServiceArgs.model_validate(base | {"storage": {"secretName": "s", "s3Anonymous": True}})
+    assert anonymous.storage is not None
+    InferenceServiceArgs.model_validate(base | {"storage": {"secretName": "s", "s3Keys": True}})
 
 
 @pytest.mark.parametrize(
@@ -187,3 +241,22 @@ def test_credentials_reach_the_initializer_as_files_from_the_secret(scheme: str,
     assert mounts
     assert {e["name"]: e["value"] for e in env}[variable] == f"{SECRET_DIR}/{file}"
     assert all(set(e) == {"name", "value"} for e in env)  # plain values only: nothing secret inlined or referenced
+
+
+@pytest.mark.parametrize(("settings", "size"), [({}, "20Gi"), ({"downloadSize": "120Gi"}, "120Gi")])
+def test_the_download_requests_the_ephemeral_storage_its_volume_may_fill(settings: dict[str, Any], size: str) -> None:
+    """The scheduler counts a pod's ephemeral-storage requests, never an emptyDir's sizeLimit: the
+    container that writes the files requests their size, so the pod lands on a node with room."""
+    model = {"name": "iris", "runtime": "mlserver", "versions": [{"name": "v1", "modelUri": "gs://m/1", "weight": 100}]}
+    args = InferenceServiceArgs.model_validate(
+        {"model": model | settings, "namespace": "service", "domain": "models.example.com"}
+    )
+    plan = args.model.plan(args.model.versions[0], args.gpu_nodes)
+    pod = deployment(args, args.model.versions[0], plan)
+    validate(pod)
+    spec = pod["spec"]["template"]["spec"]
+    (initializer,) = spec["initContainers"]
+    assert initializer["resources"]["requests"]["ephemeral-storage"] == size
+    assert "ephemeral-storage" not in initializer["resources"]["limits"]  # the volume's sizeLimit evicts
+    (volume,) = [v for v in spec["volumes"] if v["name"] == initializer["volumeMounts"][0]["name"]]
+    assert volume["emptyDir"] == {"sizeLimit": size}

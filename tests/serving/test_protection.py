@@ -15,7 +15,7 @@ from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.inference_service.args import InferenceServiceArgs
 from inference_platform.serving.inference_service.manifests import model_manifests
 from inference_platform.serving.model_namespace import ModelNamespaceArgs, default_deny, strict_mtls
-from inference_platform.serving.model_storage import StorageCredentials
+from inference_platform.serving.model_storage import StorageAccess, StorageCredentials
 from inference_platform.serving.runtimes import ModelSpec
 from tests.conftest import ROOT
 from tests.owner_schemas import validate
@@ -35,7 +35,11 @@ def render(
 ) -> dict[tuple[str, str], dict[str, Any]]:
     spec = MODEL_SPEC.validate_python({"name": "iris", "runtime": runtime, "versions": VERSIONS} | settings)
     scraper = MetricsScraper(namespace=monitoring) if monitoring is not None else None
-    args = InferenceServiceArgs(model=spec, namespace="service", domain="models.example.com", metrics_scraper=scraper)
+    # v2 is read from a public bucket.
+    storage = StorageAccess(secret_name="model-storage-credentials", s3_anonymous=True)
+    args = InferenceServiceArgs(
+        model=spec, namespace="service", domain="models.example.com", metrics_scraper=scraper, storage=storage
+    )
     manifests = model_manifests(args)
     for manifest in manifests:
         validate(manifest)
@@ -174,7 +178,8 @@ def test_only_the_gateway_reaches_serving_ports_in_the_mesh() -> None:
     assert spec["rules"] == [
         {
             "from": [{"source": {"principals": ["cluster.local/ns/istio-ingress/sa/istio-ingressgateway"]}}],
-            "to": [{"operation": {"ports": ["8080", "8081"]}}],
+            # HTTP only: no gateway route carries gRPC, so MLServer's 8081 stays closed to it.
+            "to": [{"operation": {"ports": ["8080"]}}],
         }
     ]
 
@@ -184,7 +189,7 @@ def test_network_policy_lets_in_the_gateway_and_prometheus_and_out_the_download(
     spec = objects[("NetworkPolicy", "iris")]["spec"]
     gateway, prometheus = spec["ingress"]
     assert gateway["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "istio-ingress"}}}]
-    assert [p["port"] for p in gateway["ports"]] == [8080, 8081]
+    assert [p["port"] for p in gateway["ports"]] == [8080]  # not gRPC 8081: no route carries it
     # Prometheus' server pods only, not everything else in its namespace.
     assert prometheus["from"] == [
         {

@@ -86,7 +86,12 @@ NEW_VERSION_OBJECTS = {
 def test_adding_a_version_adds_its_objects_and_changes_only_the_routes(
     render_config: Render, new: dict[str, Any], own_objects: set[str]
 ) -> None:
-    _, _, diff = change(render_config, lambda c: iris_versions(c).append(new))
+    def add(config: Config) -> None:
+        # From a public bucket (read anonymously, as the stack says): no credentials Secret either.
+        config["inference-platform:storage"] = {"s3": {"anonymous": True}}
+        iris_versions(config).append(new)
+
+    _, _, diff = change(render_config, add)
 
     assert set(diff.added) == NEW_VERSION_OBJECTS | own_objects
     assert not diff.removed

@@ -445,7 +445,7 @@ class Model(TypedDict):
     transformer: NotRequired[TransformerSpec]
     """A pre/post-processing container in front of the server, in the same pod."""
     download_size: NotRequired[str]
-    """Size of the volume downloaded model files go to (s3, gs, http(s), hf). Default: \"20Gi\"."""
+    """Size of the volume downloaded model files go to (s3, gs, http(s), hf), and the ephemeral storage the download requests, so the pod is scheduled on a node with room for it. Default: \"20Gi\"."""
     protection: NotRequired[Protection]
     """Rate limit, client access, JWT and circuit breaking."""
     timeout: NotRequired[str]
@@ -515,7 +515,7 @@ class Model(TypedDict):
     port: NotRequired[int]
     """The HTTP port the server listens on (required). Only with runtime custom."""
     grpc_port: NotRequired[int]
-    """A gRPC port beside it, routed and opened as the HTTP one. Only with runtime custom."""
+    """A gRPC port beside it, for declared callers in the mesh (a version's Service); the gateway routes HTTP only, so it stays closed to the gateway. Only with runtime custom."""
     readiness: NotRequired[ProbeSpec]
     """When a pod takes requests (required): an HTTP path or a TCP check. Only with runtime custom."""
     liveness: NotRequired[ProbeSpec]
@@ -834,9 +834,11 @@ class S3Settings(TypedDict):
     verify_ssl: NotRequired[bool]
     """Verify the endpoint's TLS certificate. Default: true."""
     access_key_id: NotRequired[str]
-    """Leave both keys unset for anonymous access."""
+    """The access key id; set it with pulumi config set --secret --path."""
     secret_access_key: NotRequired[str]
     """The secret access key; set it with pulumi config set --secret --path."""
+    anonymous: NotRequired[bool]
+    """Read s3:// model files without credentials (a public bucket). Without keys and without this, an s3:// model URI is a config error. Default: false."""
 
 
 class GcsSettings(TypedDict):
@@ -892,7 +894,9 @@ class StorageAccess(TypedDict):
     s3_verify_ssl: NotRequired[bool]
     """Default: true."""
     s3_keys: NotRequired[bool]
-    """Default: false."""
+    """The Secret holds S3 keys (an AWS shared credentials file, aws-credentials). Default: false."""
+    s3_anonymous: NotRequired[bool]
+    """Read s3:// model files without credentials (a public bucket); an s3:// model URI needs this or s3Keys. Default: false."""
     gcs_key: NotRequired[bool]
     """Default: false."""
     hf_token: NotRequired[bool]

@@ -5,8 +5,9 @@ out) and STRICT mTLS, so a path exists only where both layers open it:
 - the network: the callee's NetworkPolicy lets the caller's pods in on its serving ports, and the
   caller's lets its pods out to the callee's;
 - the mesh: the callee's ALLOW AuthorizationPolicy names the caller's service account.
-The gateway reaches every workload's serving ports, Prometheus only its metrics ports, and a
-model or pipeline reaches another only where the stack declares the call. A model that sleeps at
+The gateway reaches the port its routes carry HTTP to (a model's gRPC port is for declared callers
+only), Prometheus only its metrics ports, and a model or pipeline reaches another only where the
+stack declares the call. A model that sleeps at
 zero replicas is reached through the HTTP add-on's interceptor: its callers may reach the
 interceptor, and the interceptor exactly its live versions' HTTP port.
 """
@@ -60,6 +61,13 @@ class Access:
     scraper: MetricsScraper | None = None
     callers: Sequence[Workload] = field(default_factory=tuple)
     callees: Sequence[Workload] = field(default_factory=tuple)
+    # The ports the gateway routes to, when not all serving ports: its routes carry HTTP only, so a
+    # server's gRPC port stays closed to it (declared callers still reach it in the mesh).
+    gateway_ports: tuple[int, ...] | None = None
+
+    @property
+    def from_gateway(self) -> tuple[int, ...]:
+        return self.workload.ports if self.gateway_ports is None else self.gateway_ports
 
 
 def principal(namespace: str, service_account: str) -> str:
@@ -78,7 +86,8 @@ def _namespace(name: str) -> dict[str, Any]:
 def network_policy(access: Access, metadata: dict[str, Any]) -> dict[str, Any]:
     """Who reaches the workload's pods, and where they may go (on top of the namespace's default deny)."""
     serving = list(access.workload.ports)
-    ingress: list[dict[str, Any]] = [{"from": [_namespace(access.gateway_namespace)], "ports": _ports(serving)}]
+    gateway = _ports(access.from_gateway)
+    ingress: list[dict[str, Any]] = [{"from": [_namespace(access.gateway_namespace)], "ports": gateway}]
     scraper = access.scraper
     if scraper is not None:
         monitoring = _namespace(scraper.namespace) | {"podSelector": {"matchLabels": scraper.pod_labels}}
@@ -115,10 +124,13 @@ def authorization_policy(access: Access, metadata: dict[str, Any]) -> dict[str, 
     Prometheus gets no rule here: it runs outside the mesh (no sidecar, so no identity a principal
     could match) and scrapes the sidecar agent's merged-metrics port 15020, which Envoy's mTLS and
     access policies do not cover. The NetworkPolicy is what keeps that port to Prometheus."""
-    to = [{"operation": {"ports": [str(port) for port in access.workload.ports]}}]
-    sources = [principal(access.gateway_namespace, access.gateway_account)]
-    sources += [caller.principal for caller in access.callers]
-    rules = [{"from": [{"source": {"principals": [source]}}], "to": to} for source in sources]
+
+    def to(ports: Sequence[int]) -> list[dict[str, Any]]:
+        return [{"operation": {"ports": [str(port) for port in ports]}}]
+
+    sources = [(principal(access.gateway_namespace, access.gateway_account), access.from_gateway)]
+    sources += [(caller.principal, access.workload.ports) for caller in access.callers]
+    rules = [{"from": [{"source": {"principals": [source]}}], "to": to(ports)} for source, ports in sources]
     return {
         "apiVersion": "security.istio.io/v1",
         "kind": "AuthorizationPolicy",

@@ -217,7 +217,9 @@ class ModelSpecBase(ConfigModel):
         default=None, description="A pre/post-processing container in front of the server, in the same pod."
     )
     download_size: Quantity = Field(
-        default="20Gi", description="Size of the volume downloaded model files go to (s3, gs, http(s), hf)."
+        default="20Gi",
+        description="Size of the volume downloaded model files go to (s3, gs, http(s), hf), and the "
+        "ephemeral storage the download requests, so the pod is scheduled on a node with room for it.",
     )
     protection: Protection = Field(
         default_factory=Protection, description="Rate limit, client access, JWT and circuit breaking."

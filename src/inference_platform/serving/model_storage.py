@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from inference_platform import pins
-from inference_platform.config.base import ConfigModel, DNS1123Label, check_dns1123_subdomain
+from inference_platform.config.base import ConfigModel, DNS1123Label, check_dns1123_subdomain, config_problems
 
 MOUNTED_SCHEMES = ("pvc",)
 DOWNLOADED_SCHEMES = ("s3", "gs", "http", "https", "hf")
@@ -82,10 +82,35 @@ class S3Settings(ConfigModel):
     )
     region: str | None = Field(default=None, description="The bucket's region.")
     verify_ssl: bool = Field(default=True, description="Verify the endpoint's TLS certificate.")
-    access_key_id: str | None = Field(default=None, description="Leave both keys unset for anonymous access.")
+    access_key_id: str | None = Field(
+        default=None, description="The access key id; set it with pulumi config set --secret --path."
+    )
     secret_access_key: str | None = Field(
         default=None, description="The secret access key; set it with pulumi config set --secret --path."
     )
+    anonymous: bool = Field(
+        default=False,
+        description="Read s3:// model files without credentials (a public bucket). Without keys and without "
+        "this, an s3:// model URI is a config error.",
+    )
+
+    @model_validator(mode="after")
+    def _keys_or_anonymous(self) -> S3Settings:
+        keys = {"accessKeyId": self.access_key_id, "secretAccessKey": self.secret_access_key}
+        problems = [
+            (path, "set both keys, or neither (storage.s3.anonymous: true for a public bucket)")
+            for path, value in keys.items()
+            if not value and any(keys.values())
+        ]
+        if self.anonymous and any(keys.values()):
+            problems.append(("anonymous", "anonymous access sends no keys: remove the keys or anonymous"))
+        if problems:
+            raise config_problems(problems)
+        return self
+
+    @property
+    def has_keys(self) -> bool:
+        return bool(self.access_key_id and self.secret_access_key)
 
 
 class GcsSettings(ConfigModel):
@@ -114,7 +139,8 @@ class StorageCredentials(ConfigModel):
             s3_endpoint=s3.endpoint,
             s3_region=s3.region,
             s3_verify_ssl=s3.verify_ssl,
-            s3_keys=bool(s3.access_key_id and s3.secret_access_key),
+            s3_keys=s3.has_keys,
+            s3_anonymous=s3.anonymous,
             gcs_key=self.gcs is not None,
             hf_token=self.huggingface is not None,
         )
@@ -122,7 +148,7 @@ class StorageCredentials(ConfigModel):
     def secret_data(self) -> dict[str, str]:
         """The Secret's files: an AWS shared credentials file, a GCS key, a Hugging Face token."""
         data: dict[str, str] = {}
-        if self.s3 and self.s3.access_key_id and self.s3.secret_access_key:
+        if self.s3 and self.s3.has_keys:
             data[AWS_CREDENTIALS_FILE] = (
                 f"[default]\naws_access_key_id = {self.s3.access_key_id}\n"
                 f"aws_secret_access_key = {self.s3.secret_access_key}\n"
@@ -142,7 +168,14 @@ class StorageAccess(ConfigModel):
     s3_endpoint: str | None = None
     s3_region: str | None = None
     s3_verify_ssl: bool = True
-    s3_keys: bool = False
+    s3_keys: bool = Field(
+        default=False, description="The Secret holds S3 keys (an AWS shared credentials file, aws-credentials)."
+    )
+    s3_anonymous: bool = Field(
+        default=False,
+        description="Read s3:// model files without credentials (a public bucket); an s3:// model URI needs "
+        "this or s3Keys.",
+    )
     gcs_key: bool = False
     hf_token: bool = False
 
@@ -164,7 +197,7 @@ def initializer_env(scheme: str, access: StorageAccess | None) -> tuple[list[dic
             env.append({"name": "S3_VERIFY_SSL", "value": "0"})
         if access and access.s3_keys:
             credentials = {"AWS_SHARED_CREDENTIALS_FILE": f"{SECRET_DIR}/{AWS_CREDENTIALS_FILE}"}
-        else:
+        elif access and access.s3_anonymous:
             env.append({"name": "awsAnonymousCredential", "value": "true"})
     elif scheme == "gs" and access and access.gcs_key:
         credentials = {"GOOGLE_APPLICATION_CREDENTIALS": f"{SECRET_DIR}/{GCS_KEY_FILE}"}
@@ -172,6 +205,11 @@ def initializer_env(scheme: str, access: StorageAccess | None) -> tuple[list[dic
         credentials = {"HF_TOKEN_PATH": f"{SECRET_DIR}/{HF_TOKEN_FILE}"}
     env += [{"name": name, "value": value} for name, value in credentials.items()]
     return env, bool(credentials)
+
+
+def needs_s3_credentials(model_uri: str, s3_keys: bool, s3_anonymous: bool) -> bool:
+    """An s3:// URI with neither keys nor anonymous access declared: never read anonymously by default."""
+    return urlsplit(model_uri).scheme == "s3" and not (s3_keys or s3_anonymous)
 
 
 def download_port(model_uri: str, access: StorageAccess | None) -> int:
@@ -221,7 +259,12 @@ def model_files(
         "image": pins.STORAGE_INITIALIZER_IMAGE,
         "args": [model_uri, DOWNLOAD_DIR],
         "env": env,
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        # The scheduler counts ephemeral-storage requests, not an emptyDir's sizeLimit: the writer of
+        # the files requests their size, so the pod's effective request has room for them on its node.
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi", "ephemeral-storage": download_size},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        },
         "securityContext": security_context,
         "volumeMounts": mounts,
     }

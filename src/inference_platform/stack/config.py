@@ -47,7 +47,7 @@ from inference_platform.platform.prometheus import SERVER_PORT, PrometheusConfig
 from inference_platform.platform.prometheus_adapter import PrometheusAdapterConfig
 from inference_platform.serving.gpu import GPU_MODE_UNION, VirtualGpu
 from inference_platform.serving.inference_service.routing import mesh_route_name
-from inference_platform.serving.model_storage import StorageCredentials
+from inference_platform.serving.model_storage import StorageCredentials, needs_s3_credentials
 from inference_platform.serving.payload_comparator import PayloadComparatorConfig
 from inference_platform.serving.pipeline.spec import PipelineSpec
 from inference_platform.serving.runtimes import RUNTIME_UNION, ModelSpec
@@ -223,6 +223,7 @@ class StackConfig(ConfigModel):
                         (name_path, f"its objects would be named '{name}', like those of {owner_path}: rename one")
                     )
         problems += self._call_problems()
+        problems += self._storage_problems()
         problems += self._pipeline_problems()
         problems += self._gpu_problems()
         if not problems:
@@ -255,6 +256,21 @@ class StackConfig(ConfigModel):
             path = f"pipelines[{index}].name"
             named.append((pipeline.name, path, {pipeline.name: path}))
         return named
+
+    def _storage_problems(self) -> list[tuple[str, str]]:
+        """s3:// files are read with the stack's keys, or anonymously only where the stack says so."""
+        s3 = self.storage.s3 if self.storage is not None else None
+        keys, anonymous = (s3.has_keys, s3.anonymous) if s3 is not None else (False, False)
+        return [
+            (
+                f"models[{i}].versions[{j}].modelUri",
+                "s3:// needs credentials: set storage.s3.accessKeyId and storage.s3.secretAccessKey (Pulumi "
+                "secrets), or storage.s3.anonymous: true for a public bucket",
+            )
+            for i, model in enumerate(self.models)
+            for j, version in enumerate(model.versions)
+            if needs_s3_credentials(version.model_uri, keys, anonymous)
+        ]
 
     def _pipeline_problems(self) -> list[tuple[str, str]]:
         """Every model step names a model of the stack, and none that sleeps is a Hard dependency."""

@@ -39,8 +39,9 @@ from inference_platform.stack.config import StackConfig
 
 
 def _model_serving_ports(config: StackConfig) -> tuple[int, ...]:
-    """What the gateway forwards to in the models' namespace: models' and pipelines' serving ports."""
-    ports = {port for model in config.models for port in model.serving_ports}
+    """What the gateway forwards to in the models' namespace: the ports its routes carry HTTP to
+    (models' `http` ports, not their gRPC ports) and the pipelines' router."""
+    ports = {model.http_port for model in config.models}
     return tuple(sorted(ports | ({ROUTER_PORT} if config.pipelines else set())))
 
 

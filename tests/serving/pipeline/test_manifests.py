@@ -146,8 +146,14 @@ def test_served_like_a_model_at_its_host_and_under_pipelines() -> None:
     spec = objects(PIPELINES[1])[("VirtualService", "churn-ab")]["spec"]
 
     assert spec["hosts"] == ["churn-ab.models.example.com", "models.example.com"]
-    by_path, by_host = spec["http"]
+    by_path, by_host, add_slash = spec["http"]
     assert by_path["match"] == [{"uri": {"prefix": "/pipelines/churn-ab/"}}]
+    # Without its trailing slash the path matches no prefix: redirected (308 keeps a POST a POST).
+    assert add_slash == {
+        "name": "add-slash",
+        "match": [{"uri": {"exact": "/pipelines/churn-ab"}}],
+        "redirect": {"uri": "/pipelines/churn-ab/", "redirectCode": 308},
+    }
     assert by_path["rewrite"] == {"uri": "/"}
     assert by_host["match"] == [{"authority": {"prefix": "churn-ab.models.example.com"}}]
     assert by_path["route"] == [{"destination": {"host": "churn-ab.service.svc.cluster.local", "port": {"number": 80}}}]

@@ -12,6 +12,7 @@ from tensorflow_serving.config import model_server_config_pb2, platform_config_p
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.inference_service.args import InferenceServiceArgs
 from inference_platform.serving.inference_service.pods import deployment
+from inference_platform.serving.model_storage import StorageAccess
 from inference_platform.serving.runtimes import tfserving
 from inference_platform.serving.runtimes.tfserving import TFServingModel
 from inference_platform.serving.server_plan import MetricsEndpoint
@@ -135,7 +136,9 @@ def test_gpu_models_get_the_gpu_image_and_allow_growth() -> None:
 def test_the_pod_runs_as_a_non_root_user() -> None:
     spec = model()
     plan = spec.plan(spec.versions[0], GpuNodes())
-    pod = deployment(InferenceServiceArgs(model=spec, namespace="s", domain="d.example"), spec.versions[0], plan)
+    storage = StorageAccess(secret_name="s", s3_anonymous=True)
+    args = InferenceServiceArgs(model=spec, namespace="s", domain="d.example", storage=storage)
+    pod = deployment(args, spec.versions[0], plan)
     assert pod["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 1000
 
 

@@ -19,7 +19,7 @@ from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Workload
 from inference_platform.serving.gpu import GPU_MODE_UNION
 from inference_platform.serving.model_spec import ModelVersion
-from inference_platform.serving.model_storage import StorageAccess
+from inference_platform.serving.model_storage import StorageAccess, needs_s3_credentials
 from inference_platform.serving.payload_capture import ComparatorRef
 from inference_platform.serving.runtimes import RUNTIME_UNION, ModelSpec
 
@@ -74,6 +74,22 @@ class InferenceServiceArgs(ConfigModel):
             raise config_problems(
                 [("model.analysis.payloads.enabled", "answers are compared by the payload comparator: set comparator")]
             )
+        return self
+
+    @model_validator(mode="after")
+    def _s3_needs_credentials(self) -> InferenceServiceArgs:
+        keys, anonymous = (self.storage.s3_keys, self.storage.s3_anonymous) if self.storage else (False, False)
+        problems = [
+            (
+                f"model.versions[{i}].modelUri",
+                "s3:// needs credentials: give storage a Secret with S3 keys (s3Keys), or s3Anonymous: true "
+                "for a public bucket",
+            )
+            for i, version in enumerate(self.model.versions)
+            if needs_s3_credentials(version.model_uri, keys, anonymous)
+        ]
+        if problems:
+            raise config_problems(problems)
         return self
 
     @property

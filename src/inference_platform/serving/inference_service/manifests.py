@@ -136,6 +136,7 @@ def protection_manifests(args: InferenceServiceArgs, plan: ServerPlan) -> list[d
         scraper=args.metrics_scraper,
         callers=args.callers,
         callees=args.callees,
+        gateway_ports=(model.http_port,),
     )
     objects.append(authorization_policy(access, object_metadata(args, f"{model.name}-access")))
     objects.append(network_policy(access, object_metadata(args, model.name)))

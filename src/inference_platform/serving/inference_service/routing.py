@@ -17,6 +17,8 @@ from inference_platform.serving.waking import through_interceptor
 
 # Clients reach every model on the same port, whatever its runtime listens on.
 MODEL_SERVICE_PORT = 80
+# Permanent, and unlike 301 it keeps the method and body.
+PERMANENT_REDIRECT = 308
 
 
 def serving_selector(args: InferenceServiceArgs, version: ModelVersion | None = None) -> dict[str, str]:
@@ -103,10 +105,19 @@ def _route_body(args: InferenceServiceArgs) -> dict[str, Any]:
 def entry_routes(host: str, path_prefix: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The gateway's two ways in: `host` at the root, and `path_prefix` on the shared host
     (rewritten to `/`). Istio merges every VirtualService of the shared host on the gateway, so the
-    by-host route must match on the authority or it would swallow other paths."""
+    by-host route must match on the authority or it would swallow other paths.
+
+    The prefix without its trailing slash (`/models/<name>`) matches neither: it is redirected to
+    the prefix, with 308 so that a POST stays a POST with its body. It comes after the by-host
+    route, where every path is the server's own."""
     return [
         {"name": "by-path", "match": [{"uri": {"prefix": path_prefix}}], "rewrite": {"uri": "/"}} | body,
         {"name": "by-host", "match": [{"authority": {"prefix": host}}]} | body,
+        {
+            "name": "add-slash",
+            "match": [{"uri": {"exact": path_prefix.removesuffix("/")}}],
+            "redirect": {"uri": path_prefix, "redirectCode": PERMANENT_REDIRECT},
+        },
     ]
 
 

@@ -95,7 +95,9 @@ class CustomModel(ModelSpecBase):
     command: list[str] | None = Field(default=None, description="Overrides the image's entrypoint.")
     port: Port | None = Field(default=None, description="The HTTP port the server listens on (required).")
     grpc_port: Port | None = Field(
-        default=None, description="A gRPC port beside it, routed and opened as the HTTP one."
+        default=None,
+        description="A gRPC port beside it, for declared callers in the mesh (a version's Service); the "
+        "gateway routes HTTP only, so it stays closed to the gateway.",
     )
     readiness: ProbeSpec | None = Field(
         default=None, description="When a pod takes requests (required): an HTTP path or a TCP check."
