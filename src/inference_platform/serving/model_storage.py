@@ -112,6 +112,11 @@ class S3Settings(ConfigModel):
     def has_keys(self) -> bool:
         return bool(self.access_key_id and self.secret_access_key)
 
+    @property
+    def says_how(self) -> bool:
+        """Keys (one alone is this model's own problem) or anonymous access: a way to read s3:// is declared."""
+        return bool(self.access_key_id or self.secret_access_key or self.anonymous)
+
 
 class GcsSettings(ConfigModel):
     service_account_key: str = Field(description="The JSON key of a service account (a Pulumi secret).")

@@ -260,7 +260,7 @@ class StackConfig(ConfigModel):
     def _storage_problems(self) -> list[tuple[str, str]]:
         """s3:// files are read with the stack's keys, or anonymously only where the stack says so."""
         s3 = self.storage.s3 if self.storage is not None else None
-        keys, anonymous = (s3.has_keys, s3.anonymous) if s3 is not None else (False, False)
+        declared = s3 is not None and s3.says_how  # half a pair of keys is reported on storage.s3 alone
         return [
             (
                 f"models[{i}].versions[{j}].modelUri",
@@ -269,7 +269,7 @@ class StackConfig(ConfigModel):
             )
             for i, model in enumerate(self.models)
             for j, version in enumerate(model.versions)
-            if needs_s3_credentials(version.model_uri, keys, anonymous)
+            if needs_s3_credentials(version.model_uri, s3_keys=declared, s3_anonymous=False)
         ]
 
     def _pipeline_problems(self) -> list[tuple[str, str]]:
