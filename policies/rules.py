@@ -113,6 +113,8 @@ def virtual_service_weights(resource_type: str, props: Mapping[str, Any]) -> lis
     for index, route in enumerate(_get(props, "spec", "http") or []):
         destinations = route.get("route") or [] if isinstance(route, Mapping) else []
         weights = [d.get("weight") for d in destinations if isinstance(d, Mapping)]
+        if not weights:  # a redirect or a direct response: no traffic to split
+            continue
         if len(weights) == 1 and weights[0] in (None, 100):
             continue
         total = sum(w or 0 for w in weights)

@@ -155,6 +155,16 @@ def test_traffic_weights_add_up(weights: list[int | None], ok: bool) -> None:
     assert (found == []) is ok, found
 
 
+def test_a_redirect_splits_no_traffic() -> None:
+    redirect = {
+        "name": "add-slash",
+        "match": [{"uri": {"exact": "/models/iris"}}],
+        "redirect": {"uri": "/models/iris/"},
+    }
+    props = {"spec": {"http": [redirect]}}
+    assert violations_of("traffic-weights-add-up", "kubernetes:networking.istio.io/v1:VirtualService", props) == []
+
+
 def namespace(labels: dict[str, str]) -> tuple[str, dict[str, Any], str]:
     props = {"metadata": {"name": "service", "labels": labels}}
     return "kubernetes:core/v1:Namespace", props, urn("dev", "kubernetes:core/v1:Namespace", "service")
