@@ -184,7 +184,11 @@ def template(helm: Path, tarball: Path, release: ChartRelease, kubernetes_versio
         for api_version in CLUSTER_API_VERSIONS:
             command += ["--api-versions", api_version]
         text = _run(command, f"helm template {release.release} ({release.tarball_name})")
-    return [_in_namespace(document, release.namespace) for document in yaml.safe_load_all(text) if document]
+    return [
+        _in_namespace(document, release.namespace)
+        for document in yaml.load_all(text, Loader=yaml.CSafeLoader)
+        if document
+    ]
 
 
 def _in_namespace(document: dict[str, Any], namespace: str) -> dict[str, Any]:

@@ -159,7 +159,8 @@ def write_render(texts: Mapping[str, str], out_dir: Path) -> None:
 def _load(path: Path) -> list[Any]:
     if not path.exists():
         return []
-    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc is not None]
+    # libyaml both ways: the files are written with its dumper, and read ten times faster than in Python.
+    return [doc for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader) if doc is not None]
 
 
 def read_render(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
