@@ -89,11 +89,12 @@ TOOL_VENVS := .venv-vllm/.installed .venv-sglang/.installed .venv-envoy/.install
 # Tests run in random order (pytest-randomly prints the seed: rerun one with -p randomly
 # --randomly-seed=N, or a fixed order with -p no:randomly) and in parallel on every core
 # (pytest-xdist; PYTEST_WORKERS=0 runs them in one process). --dist loadfile keeps each module on
-# one worker, so a module's server (MLServer, TorchServe, Prometheus) starts once.
+# one worker, so a module's server (MLServer, TorchServe, Prometheus) starts once. The slowest
+# tests and fixtures are listed at the end of every run: CI time is a budget.
 PYTEST_WORKERS ?= auto
 
 unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=25
 
 # The documentation site (mkdocs.yml) into build/site. --strict: a broken link or anchor, a page
 # missing from the nav, or a stale docs/config-reference.md (its hook) fails the build.

@@ -3,6 +3,7 @@ what is written, how failures read, and how a pin bump or a values change shows 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -48,10 +49,20 @@ def charts() -> Path:
     return charts_dir()
 
 
-def test_each_chart_is_written_in_helms_own_order(charts: Path, tmp_path: Path) -> None:
-    assert render(tmp_path / "out", "--charts-dir", str(charts)) == 0
-    _, registered, _ = read_render(tmp_path / "out")
-    expanded = read_chart_objects(tmp_path / "out")
+@pytest.fixture(scope="module")
+def dev_render(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The dev stack rendered with its charts once for the tests that only read it: (directory, stdout)."""
+    out = tmp_path_factory.mktemp("dev-charts") / "out"
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert render(out, "--charts-dir", str(charts_dir())) == 0
+    return out, stdout.getvalue()
+
+
+def test_each_chart_is_written_in_helms_own_order(charts: Path, dev_render: tuple[Path, str], tmp_path: Path) -> None:
+    out, _ = dev_render
+    _, registered, _ = read_render(out)
+    expanded = read_chart_objects(out)
     assert sorted(expanded) == sorted(c["name"] for c in registered)
     # The same release through Helm directly: the same objects in the same order.
     (prometheus,) = [c for c in registered if c["name"] == "prometheus"]
@@ -83,18 +94,18 @@ def test_each_chart_is_written_in_helms_own_order(charts: Path, tmp_path: Path) 
     assert expanded["prometheus"] == direct
 
 
-def test_the_same_config_renders_byte_identical_charts(charts: Path, tmp_path: Path) -> None:
-    assert render(tmp_path / "a", "--charts-dir", str(charts)) == 0
-    assert render(tmp_path / "b", "--charts-dir", str(charts)) == 0
-    first = files(tmp_path / "a")
+def test_the_same_config_renders_byte_identical_charts(
+    charts: Path, dev_render: tuple[Path, str], tmp_path: Path
+) -> None:
+    assert render(tmp_path / "again", "--charts-dir", str(charts)) == 0
+    first = files(dev_render[0])
     assert any(name.startswith("charts/") for name in first)
-    assert first == files(tmp_path / "b")
+    assert first == files(tmp_path / "again")
 
 
-def test_the_summary_counts_chart_objects_per_component(charts: Path, tmp_path: Path, capsys: Any) -> None:
-    assert render(tmp_path / "out", "--charts-dir", str(charts)) == 0
-    out = capsys.readouterr().out
-    expanded = read_chart_objects(tmp_path / "out")
+def test_the_summary_counts_chart_objects_per_component(dev_render: tuple[Path, str]) -> None:
+    directory, out = dev_render
+    expanded = read_chart_objects(directory)
     total = sum(len(objects) for objects in expanded.values())
     assert f"5 Helm charts ({total} chart objects)" in out
     istio = sum(len(expanded[r]) for r in ("istio-base", "istiod", "istio-ingressgateway"))
@@ -220,12 +231,13 @@ def test_a_tarball_that_is_not_the_pinned_version_is_refused(
     )
 
 
-def test_a_values_change_shows_as_the_objects_it_changes(tmp_path: Path, charts: Path) -> None:
-    assert render(tmp_path / "old", "--charts-dir", str(charts)) == 0
+def test_a_values_change_shows_as_the_objects_it_changes(
+    tmp_path: Path, charts: Path, dev_render: tuple[Path, str]
+) -> None:
     edited = tmp_path / "Pulumi.dev.yaml"
     edited.write_text(DEV.read_text().replace("retention: 2d", "retention: 3d"))
     assert render(tmp_path / "new", "--charts-dir", str(charts), stack_file=edited) == 0
-    diff = diff_renders(tmp_path / "old", tmp_path / "new")
+    diff = diff_renders(dev_render[0], tmp_path / "new")
     (changes,) = diff.chart_objects["prometheus"].changed.values()
     assert [(c.path, c.before, c.after) for c in changes] == [
         (
