@@ -43,6 +43,14 @@ class Partial:
     incomplete: bool = False
 
 
+def parsed(instance: BaseModel, name: str) -> bool:
+    """Whether a field of a model holds a value. Always, after pydantic's validation; in the
+    partial pass a field that did not parse is left out, and a check that reads it cannot run.
+    A check over many items (every version's URI) skips such an item with this, and still runs on
+    the others: that item's own problem is reported already."""
+    return name in instance.__dict__
+
+
 def validate_partially(model: type[BaseModel], data: Any) -> Partial:
     found = Partial()
     _Walk(found).model(model, data, ())

@@ -31,7 +31,7 @@ from inference_platform.config.errors import (
     problems_from_validation,
 )
 from inference_platform.config.limits import nesting_problem
-from inference_platform.config.partial import validate_partially
+from inference_platform.config.partial import parsed, validate_partially
 from inference_platform.platform.dcgm_exporter import DcgmExporterConfig
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.grafana import HOST_PREFIX as GRAFANA_HOST
@@ -269,7 +269,7 @@ class StackConfig(ConfigModel):
             )
             for i, model in enumerate(self.models)
             for j, version in enumerate(model.versions)
-            if needs_s3_credentials(version.model_uri, s3_keys=declared, s3_anonymous=False)
+            if parsed(version, "model_uri") and needs_s3_credentials(version.model_uri, declared, s3_anonymous=False)
         ]
 
     def _pipeline_problems(self) -> list[tuple[str, str]]:
