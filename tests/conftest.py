@@ -100,6 +100,30 @@ BASE_CONFIG: dict[str, Any] = {
 }
 
 
+# A valid model of each runtime with only what that runtime requires (add `name` and `versions`);
+# tests that go over every runtime read it, and one checks it holds every runtime of the union.
+RUNTIME_MINIMUMS: dict[str, dict[str, Any]] = {
+    "tfserving": {"runtime": "tfserving"},
+    "torchserve": {"runtime": "torchserve"},
+    "triton": {
+        "runtime": "triton",
+        "format": "onnx",
+        "inputs": [{"name": "x", "dataType": "FP32", "dims": [4]}],
+        "outputs": [{"name": "y", "dataType": "FP32", "dims": [2]}],
+    },
+    "mlserver": {"runtime": "mlserver"},
+    "vllm": {"runtime": "vllm", "gpu": "exclusive"},
+    "sglang": {"runtime": "sglang", "gpu": "exclusive"},
+    "custom": {
+        "runtime": "custom",
+        "image": "registry.example.com/server:1.0.0",
+        "port": 8080,
+        "readiness": {"path": "/ready"},
+        "nonRootImage": True,
+    },
+}
+
+
 def base_config() -> dict[str, Any]:
     """A fresh copy of a valid stack config (the `config:` section), to mutate in a test."""
     return copy.deepcopy(BASE_CONFIG)

@@ -13,6 +13,7 @@ import yaml
 
 from inference_platform.cli.render import record
 from inference_platform.provider.host import InferencePlatformProvider, schema
+from inference_platform.serving.runtimes import RUNTIMES
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "yaml" / "Pulumi.yaml"
@@ -105,8 +106,7 @@ def test_the_check_finds_a_misspelt_key_a_wrong_type_and_an_unknown_enum_value()
         "r.domian: not a property",
         "r.domain: required",
         "r.namespace: 5 is not of type string",
-        "r.model.runtime: 'onnx' is not one of "
-        "['tfserving', 'torchserve', 'triton', 'mlserver', 'vllm', 'sglang', 'custom']",
+        f"r.model.runtime: 'onnx' is not one of {list(RUNTIMES)}",
     ]
 
 

@@ -8,23 +8,13 @@ from typing import Any
 import pytest
 
 from inference_platform.config.errors import ConfigError
+from inference_platform.serving.runtimes import RUNTIMES
 from inference_platform.stack.config import parse_stack_config, project_values
-from tests.conftest import base_config
+from tests.conftest import RUNTIME_MINIMUMS, base_config
 
 MODEL = "models[2]"
-TENSORS = {
-    "inputs": [{"name": "x", "dataType": "FP32", "dims": [4]}],
-    "outputs": [{"name": "y", "dataType": "FP32", "dims": [2]}],
-}
 # A valid model of each runtime; each case below changes it.
-VALID: dict[str, dict[str, Any]] = {
-    "tfserving": {"runtime": "tfserving"},
-    "torchserve": {"runtime": "torchserve"},
-    "triton": {"runtime": "triton", "format": "onnx", **TENSORS},
-    "mlserver": {"runtime": "mlserver"},
-    "vllm": {"runtime": "vllm", "gpu": "exclusive"},
-    "sglang": {"runtime": "sglang", "gpu": "exclusive"},
-}
+VALID = RUNTIME_MINIMUMS
 SUPPLIED_PBTXT = 'name: "m" platform: "onnxruntime_onnx" input [{name: "x" data_type: TYPE_FP32 dims: [4]}] ' + (
     'output [{name: "y" data_type: TYPE_FP32 dims: [2]}]'
 )
@@ -44,7 +34,11 @@ def problems(runtime: str, **settings: Any) -> list[tuple[str, str]]:
     return []
 
 
-@pytest.mark.parametrize("runtime", sorted(VALID))
+def test_there_is_a_valid_model_of_every_runtime() -> None:
+    assert list(VALID) == list(RUNTIMES)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_each_runtimes_valid_model_has_no_problems(runtime: str) -> None:
     assert problems(runtime) == []
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from inference_platform.serving.inference_service.args import InferenceServiceArgs, object_metadata, version_name
 from inference_platform.serving.model_spec import ModelVersion
-from inference_platform.serving.runtimes.base import PREDICTOR_CONTAINER
+from inference_platform.serving.runtimes.base import PREDICTOR_CONTAINER, Probes
 from inference_platform.serving.server_plan import WorkerPlan
 
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
@@ -87,7 +87,7 @@ def leader_worker_set(
 def _worker(container: dict[str, Any], workers: WorkerPlan) -> dict[str, Any]:
     if container["name"] != PREDICTOR_CONTAINER:
         return container
-    served = ("ports", "startupProbe", "readinessProbe", "livenessProbe")
+    served = ("ports", *Probes.FIELDS)
     return {key: value for key, value in container.items() if key not in served} | {"args": list(workers.args)}
 
 

@@ -27,6 +27,7 @@ from inference_platform.serving.runtimes.base import (
     MODEL_VOLUME,
     SCRATCH_PATH,
     SCRATCH_VOLUME,
+    Probes,
     http_probe,
     tcp_probe,
 )
@@ -134,11 +135,12 @@ def _transformer(args: InferenceServiceArgs, transformer: TransformerSpec, plan:
     }
     env.update(callee_urls(args))
     env.update({e.name: e.value for e in transformer.env})
-    probe = (
+    ready = (
         http_probe(transformer.health_path, transformer.port, period=10, failures=3)
         if transformer.health_path
         else tcp_probe(transformer.port, period=10, failures=3)
     )
+    probes = Probes.ready_after_start(ready, tcp_probe(transformer.port, period=10, failures=3), startup_failures=60)
     container: dict[str, Any] = {"name": TRANSFORMER_CONTAINER, "image": transformer.image}
     if transformer.command:
         container["command"] = transformer.command
@@ -150,9 +152,7 @@ def _transformer(args: InferenceServiceArgs, transformer: TransformerSpec, plan:
             "env": [{"name": name, "value": value} for name, value in sorted(env.items())],
             "resources": transformer.resources.over(TRANSFORMER_RESOURCES).to_kubernetes(),
             "volumeMounts": [{"name": TRANSFORMER_SCRATCH, "mountPath": SCRATCH_PATH}],
-            "startupProbe": probe | {"failureThreshold": 60},
-            "readinessProbe": probe,
-            "livenessProbe": tcp_probe(transformer.port, period=10, failures=3),
+            **probes.to_kubernetes(),
             "securityContext": CONTAINER_SECURITY
             | ({"runAsUser": transformer.run_as_user} if transformer.run_as_user is not None else {}),
             "lifecycle": LIFECYCLE,
@@ -216,7 +216,7 @@ def rollout_timeout_seconds(args: InferenceServiceArgs, pod: dict[str, Any]) -> 
         (
             probe.get("initialDelaySeconds", 0) + probe["periodSeconds"] * probe["failureThreshold"]
             for container in pod["containers"]
-            if (probe := container.get("startupProbe")) is not None
+            if (probe := container.get(Probes.STARTUP_FIELD)) is not None
         ),
         default=0,
     )

@@ -29,6 +29,9 @@ from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.model_spec import ISTIO_PORTS, ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
     SCRATCH_PATH,
+    Probe,
+    Probes,
+    ServerContainer,
     http_probe,
     model_server_container,
     tcp_probe,
@@ -62,7 +65,7 @@ class ProbeSpec(ConfigModel):
         default=3, description="Failed probes in a row before the pod is unready (or, for liveness, restarted)."
     )
 
-    def to_kubernetes(self, serving_port: int, *, failures: int | None = None) -> dict[str, Any]:
+    def to_kubernetes(self, serving_port: int, *, failures: int | None = None) -> Probe:
         port, failures = self.port or serving_port, failures or self.failure_threshold
         if self.path is None:
             return tcp_probe(port, period=PROBE_PERIOD_SECONDS, failures=failures, timeout=self.timeout_seconds)
@@ -181,21 +184,21 @@ class CustomModel(ModelSpecBase):
         # The validator refuses a model without either.
         assert self.port is not None
         assert self.readiness is not None
-        readiness = self.readiness.to_kubernetes(self.port)
         startup_failures = math.ceil(duration_seconds(self.startup_timeout) / PROBE_PERIOD_SECONDS)
         writable = [(WRITABLE_VOLUME.format(i), path) for i, path in enumerate(self.writable_paths)]
-        container = model_server_container(
-            self,
-            version,
-            default_image="",  # never used: the validator requires an image on the model or every version
-            default_resources=DEFAULT_RESOURCES,
-            command=self.command,
-            extra_mounts=[{"name": name, "mountPath": path} for name, path in writable],
-            model_mount_path=self.model_dir,
-            startup_probe=self.readiness.to_kubernetes(self.port, failures=startup_failures),
-            readiness_probe=readiness,
-            liveness_probe=(self.liveness or ProbeSpec()).to_kubernetes(self.port),
+        server = ServerContainer(
+            image="",  # never used: the validator requires an image on the model or every version
+            resources=DEFAULT_RESOURCES,
+            model_dir=self.model_dir,
+            command=self.command or (),
+            mounts=[{"name": name, "mountPath": path} for name, path in writable],
+            probes=Probes(
+                startup=self.readiness.to_kubernetes(self.port, failures=startup_failures),
+                readiness=self.readiness.to_kubernetes(self.port),
+                liveness=(self.liveness or ProbeSpec()).to_kubernetes(self.port),
+            ),
         )
+        container = model_server_container(self, version, server)
         metrics = None
         if self.metrics is not None:
             metrics = MetricsEndpoint(self.metrics.port or self.port, self.metrics.path)

@@ -7,7 +7,7 @@ to its flags and names its image, command and probes.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -16,7 +16,7 @@ from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.gpu import VirtualGpu
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
-from inference_platform.serving.runtimes.base import SCRATCH_PATH, model_server_container
+from inference_platform.serving.runtimes.base import SCRATCH_PATH, Probes, ServerContainer, model_server_container
 from inference_platform.serving.server_plan import ExampleRequest, MetricsEndpoint, ServerPlan
 
 MODEL_DIR = "/mnt/models"
@@ -117,28 +117,23 @@ class LLMEngineModel(ModelSpecBase):
         command: list[str],
         args: list[str],
         env: dict[str, str],
-        port: int,
-        startup_probe: dict[str, Any],
-        readiness_probe: dict[str, Any],
-        liveness_probe: dict[str, Any],
+        probes: Probes,
     ) -> ServerPlan:
-        """The engine's pod: its container with the model mounted, caches in scratch, shared memory."""
-        container = model_server_container(
-            self,
-            version,
-            default_image=image,
-            default_resources=DEFAULT_RESOURCES,
+        """The engine's pod: its container with the model mounted, caches in scratch, shared memory;
+        it serves its API and metrics on its one port, `http`."""
+        server = ServerContainer(
+            image=image,
+            resources=DEFAULT_RESOURCES,
+            model_dir=MODEL_DIR,
+            probes=probes,
             command=command,
             args=args,
             env=CACHE_ENV | env,
-            extra_mounts=[{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
-            model_mount_path=MODEL_DIR,
-            startup_probe=startup_probe,
-            readiness_probe=readiness_probe,
-            liveness_probe=liveness_probe,
+            mounts=[{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
         )
+        port = self.SERVER_PORTS["http"]
         return ServerPlan(
-            container=container,
+            container=model_server_container(self, version, server),
             config_files={},
             http_port=port,
             metrics=MetricsEndpoint(port, METRICS_PATH),

@@ -16,6 +16,8 @@ from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
     SCRATCH_PATH,
+    Probes,
+    ServerContainer,
     config_mount,
     http_probe,
     json_file,
@@ -96,23 +98,25 @@ class MLServerModel(ModelSpecBase):
 
     def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
         ready = self.version_ready_path(version)
-        container = model_server_container(
-            self,
-            version,
-            default_image=pins.MLSERVER_IMAGE,
-            default_resources=DEFAULT_RESOURCES,
+        server = ServerContainer(
+            image=pins.MLSERVER_IMAGE,
+            resources=DEFAULT_RESOURCES,
+            model_dir=MODEL_DIR,
             command=["mlserver", "start", CONFIG_DIR],
             config_mounts=[config_mount(CONFIG_DIR)],
-            model_mount_path=MODEL_DIR,
             # Ready means this model version is loaded: MLServer's /v2/health/ready still answers 200
             # when the model failed to load (it counts only loaded models). Upstream's advice against
             # model-level readiness is about Seldon Core's agent, which loads models only after the
             # pod is Ready; here the files are in the pod before MLServer starts.
             # Loading can take minutes; the startup probe holds liveness off until then.
-            startup_probe=http_probe(ready, HTTP_PORT, period=5, failures=120),
-            readiness_probe=http_probe(ready, HTTP_PORT, period=10, failures=3),
-            liveness_probe=http_probe("/v2/health/live", HTTP_PORT, period=10, failures=3),
+            probes=Probes.ready_after_start(
+                http_probe(ready, HTTP_PORT, period=10, failures=3),
+                http_probe("/v2/health/live", HTTP_PORT, period=10, failures=3),
+                startup_period=5,
+                startup_failures=120,
+            ),
         )
+        container = model_server_container(self, version, server)
         return ServerPlan(
             container=container,
             config_files={

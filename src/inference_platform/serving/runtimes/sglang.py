@@ -17,7 +17,7 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.model_spec import ModelVersion
-from inference_platform.serving.runtimes.base import http_probe
+from inference_platform.serving.runtimes.base import Probes, http_probe
 from inference_platform.serving.runtimes.llm_engine import MODEL_DIR, LLMEngineModel
 from inference_platform.serving.server_plan import ServerPlan
 
@@ -60,9 +60,10 @@ class SGLangModel(LLMEngineModel):
             command=["python3", "-m", "sglang.launch_server"],
             args=self.server_args(gpu_nodes),
             env={},
-            port=PORT,
             # Loading weights, capturing CUDA graphs and the warm-up request take minutes: half an hour.
-            startup_probe=http_probe("/ready", PORT, period=10, failures=180),
-            readiness_probe=http_probe("/ready", PORT, period=10, failures=3),
-            liveness_probe=http_probe("/health", PORT, period=30, failures=3, timeout=HEALTH_TIMEOUT_SECONDS),
+            probes=Probes.ready_after_start(
+                http_probe("/ready", PORT, period=10, failures=3),
+                http_probe("/health", PORT, period=30, failures=3, timeout=HEALTH_TIMEOUT_SECONDS),
+                startup_failures=180,
+            ),
         )

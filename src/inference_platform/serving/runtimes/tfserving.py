@@ -18,6 +18,8 @@ from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes import pbtxt
 from inference_platform.serving.runtimes.base import (
+    Probes,
+    ServerContainer,
     config_mount,
     http_probe,
     model_server_container,
@@ -148,23 +150,25 @@ class TFServingModel(ModelSpecBase):
         # The version's metadata answers 200 only once that version is loaded and servable
         # (404 while loading or after a failed load); the model's status answers 200 throughout.
         loaded = f"/v1/models/{self.name}/versions/{version.number}/metadata"
-        container = model_server_container(
-            self,
-            version,
-            default_image=pins.TFSERVING_GPU_IMAGE if uses_gpu else pins.TFSERVING_IMAGE,
-            default_resources=DEFAULT_RESOURCES,
+        server = ServerContainer(
+            image=pins.TFSERVING_GPU_IMAGE if uses_gpu else pins.TFSERVING_IMAGE,
+            resources=DEFAULT_RESOURCES,
+            model_dir=f"{self.base_path}/{version.number}",
             # The image's entrypoint adds --model_name and --model_base_path for a single model;
             # start the server itself, with the config file, so the arguments say what runs.
             command=["tensorflow_model_server"],
             args=self.server_args(files),
             # Without it TensorFlow takes all GPU memory up front, past any vGPU or shared budget.
-            env={"TF_FORCE_GPU_ALLOW_GROWTH": "true"} if uses_gpu else None,
+            env={"TF_FORCE_GPU_ALLOW_GROWTH": "true"} if uses_gpu else {},
             config_mounts=[config_mount(CONFIG_DIR)],
-            model_mount_path=f"{self.base_path}/{version.number}",
-            startup_probe=http_probe(loaded, REST_PORT, period=5, failures=120),
-            readiness_probe=http_probe(loaded, REST_PORT, period=10, failures=3),
-            liveness_probe=http_probe(f"/v1/models/{self.name}", REST_PORT, period=10, failures=3),
+            probes=Probes.ready_after_start(
+                http_probe(loaded, REST_PORT, period=10, failures=3),
+                http_probe(f"/v1/models/{self.name}", REST_PORT, period=10, failures=3),
+                startup_period=5,
+                startup_failures=120,
+            ),
         )
+        container = model_server_container(self, version, server)
         return ServerPlan(
             container=container,
             config_files=files,

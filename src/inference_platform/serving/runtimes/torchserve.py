@@ -19,6 +19,8 @@ from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
     SCRATCH_PATH,
+    Probes,
+    ServerContainer,
     config_mount,
     exec_probe,
     http_probe,
@@ -141,11 +143,10 @@ class TorchServeModel(ModelSpecBase):
 
     def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
         ready = self.ready_check()
-        container = model_server_container(
-            self,
-            version,
-            default_image=pins.TORCHSERVE_GPU_IMAGE if self.gpu.mode != "none" else pins.TORCHSERVE_IMAGE,
-            default_resources=DEFAULT_RESOURCES,
+        server = ServerContainer(
+            image=pins.TORCHSERVE_GPU_IMAGE if self.gpu.mode != "none" else pins.TORCHSERVE_IMAGE,
+            resources=DEFAULT_RESOURCES,
+            model_dir=MODEL_STORE,
             command=["torchserve", "--start", "--foreground", "--ts-config", f"{CONFIG_DIR}/config.properties"],
             # TorchServe writes logs and unpacked archives relative to these; the root is read-only.
             env={
@@ -156,12 +157,15 @@ class TorchServeModel(ModelSpecBase):
             },
             working_dir=SCRATCH_PATH,
             config_mounts=[config_mount(CONFIG_DIR)],
-            model_mount_path=MODEL_STORE,
-            startup_probe=exec_probe(ready, period=5, failures=120),
-            readiness_probe=exec_probe(ready, period=10, failures=3),
-            # /ping turns 500 once workers have failed to recover for minutes: restart then.
-            liveness_probe=http_probe("/ping", INFERENCE_PORT, period=10, failures=3),
+            probes=Probes.ready_after_start(
+                exec_probe(ready, period=10, failures=3),
+                # /ping turns 500 once workers have failed to recover for minutes: restart then.
+                http_probe("/ping", INFERENCE_PORT, period=10, failures=3),
+                startup_period=5,
+                startup_failures=120,
+            ),
         )
+        container = model_server_container(self, version, server)
         return ServerPlan(
             container=container,
             config_files={"config.properties": properties_file(self.properties())},

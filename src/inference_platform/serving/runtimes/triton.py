@@ -24,6 +24,8 @@ from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
 from inference_platform.serving.runtimes import pbtxt
 from inference_platform.serving.runtimes.base import (
+    Probes,
+    ServerContainer,
     config_mount,
     http_probe,
     model_server_container,
@@ -214,11 +216,10 @@ class TritonModel(ModelSpecBase):
     def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
         model_dir = f"{REPOSITORY}/{self.name}"
         uses_gpu = self.gpu.mode != "none"
-        container = model_server_container(
-            self,
-            version,
-            default_image=pins.TRITON_IMAGE,
-            default_resources=DEFAULT_RESOURCES,
+        server = ServerContainer(
+            image=pins.TRITON_IMAGE,
+            resources=DEFAULT_RESOURCES,
+            model_dir=f"{model_dir}/{version.number}",
             command=["tritonserver"],
             args=[
                 f"--model-repository={REPOSITORY}",
@@ -231,12 +232,15 @@ class TritonModel(ModelSpecBase):
                 f"--allow-gpu-metrics={'true' if uses_gpu else 'false'}",
             ],
             config_mounts=[config_mount(f"{model_dir}/config.pbtxt", "config.pbtxt")],
-            model_mount_path=f"{model_dir}/{version.number}",
             # Strict readiness (Triton's default): ready only when every model in the repository loaded.
-            startup_probe=http_probe("/v2/health/ready", HTTP_PORT, period=5, failures=120),
-            readiness_probe=http_probe("/v2/health/ready", HTTP_PORT, period=10, failures=3),
-            liveness_probe=http_probe("/v2/health/live", HTTP_PORT, period=10, failures=3),
+            probes=Probes.ready_after_start(
+                http_probe("/v2/health/ready", HTTP_PORT, period=10, failures=3),
+                http_probe("/v2/health/live", HTTP_PORT, period=10, failures=3),
+                startup_period=5,
+                startup_failures=120,
+            ),
         )
+        container = model_server_container(self, version, server)
         return ServerPlan(
             container=container,
             config_files={"config.pbtxt": self.config_text(version)},

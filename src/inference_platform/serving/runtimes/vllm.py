@@ -22,7 +22,7 @@ from inference_platform import pins
 from inference_platform.config.base import config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.model_spec import ModelVersion
-from inference_platform.serving.runtimes.base import http_probe
+from inference_platform.serving.runtimes.base import Probes, http_probe
 from inference_platform.serving.runtimes.llm_engine import MODEL_DIR, LLMEngineModel
 from inference_platform.serving.server_plan import ServerPlan, WorkerPlan
 
@@ -168,11 +168,12 @@ class VLLMModel(LLMEngineModel):
             command=["vllm", "serve", MODEL_DIR],
             args=self.leader_args(gpu_nodes),
             env={"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
-            port=PORT,
             # Loading weights and capturing CUDA graphs takes minutes: allow half an hour.
-            startup_probe=http_probe("/v1/models", PORT, period=10, failures=180),
-            readiness_probe=http_probe("/v1/models", PORT, period=10, failures=3),
-            liveness_probe=http_probe("/health", PORT, period=10, failures=3),
+            probes=Probes.ready_after_start(
+                http_probe("/v1/models", PORT, period=10, failures=3),
+                http_probe("/health", PORT, period=10, failures=3),
+                startup_failures=180,
+            ),
         )
         if self.nodes == 1:
             return plan
