@@ -163,3 +163,25 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
     broken.write_text('{"maxBufferedBytes": ')
     with pytest.raises(ConfigError, match=r"broken\.json: not JSON: .* line 1"):
         load_config(broken)
+
+
+@pytest.mark.parametrize("name", ["json", "torchserve"])
+def test_any_json_is_json_and_its_former_name_torchserve_is_still_read(name: str) -> None:
+    doc = good()
+    doc["models"][0]["protocol"] = name
+    assert parse_config(doc).models[0].protocol == "json"
+
+
+def test_a_wrong_protocol_is_told_every_name_read() -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config(_mutated(_set("models.0.protocol", "kserve-v1")))
+    assert str(error.value) == (
+        "models[0].protocol: must be one of open-inference-v2, tfserving, json, openai"
+        " (or torchserve, json's former name), not 'kserve-v1'"
+    )
+
+
+def _mutated(mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    doc = good()
+    mutate(doc)
+    return doc

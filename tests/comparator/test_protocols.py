@@ -254,8 +254,8 @@ def test_reasons_never_carry_payload_values() -> None:
             v2(output("n", [secret_text], datatype="BYTES")),
             v2(output("n", ["x"], datatype="BYTES")),
         ),
-        ("torchserve", body({secret_text: [secret_number]}), body({secret_text: ["x"]})),
-        ("torchserve", body({secret_text: 1}), body({"other": 1})),
+        ("json", body({secret_text: [secret_number]}), body({secret_text: ["x"]})),
+        ("json", body({secret_text: 1}), body({"other": 1})),
         (
             "openai",
             body({"choices": [{"index": 0, "text": secret_text}]}),
@@ -310,17 +310,17 @@ def test_tfserving_nan_inf_and_bodies_not_of_the_protocol() -> None:
 # TorchServe
 
 
-def test_torchserve_any_json() -> None:
+def test_json_any_json() -> None:
     doc = body({"label": "cat", "scores": {"cat": 0.9, "dog": 0.1}, "boxes": [[1, 2, 3, 4]], "ok": True, "note": None})
-    assert verdict("torchserve", doc, doc).agree
+    assert verdict("json", doc, doc).agree
     reordered = body(
         {"boxes": [[1, 2, 3, 4]], "note": None, "ok": True, "scores": {"dog": 0.1, "cat": 0.9}, "label": "cat"}
     )
-    assert verdict("torchserve", doc, reordered).agree
+    assert verdict("json", doc, reordered).agree
     close = body(
         {"label": "cat", "scores": {"cat": 0.90001, "dog": 0.1}, "boxes": [[1, 2, 3, 4]], "ok": True, "note": None}
     )
-    assert verdict("torchserve", doc, close).agree
+    assert verdict("json", doc, close).agree
 
 
 @pytest.mark.parametrize(
@@ -335,26 +335,26 @@ def test_torchserve_any_json() -> None:
         ({"label": None, "score": 0.9}, "string against null"),
     ],
 )
-def test_torchserve_differences(shadow: dict[str, Any], reason: str) -> None:
-    result = verdict("torchserve", body({"label": "cat", "score": 0.9}), body(shadow))
+def test_json_differences(shadow: dict[str, Any], reason: str) -> None:
+    result = verdict("json", body({"label": "cat", "score": 0.9}), body(shadow))
     assert not result.agree
     assert reason in result.reason
 
 
-def test_torchserve_lists_and_booleans() -> None:
-    assert not verdict("torchserve", body([1, 2, 3]), body([1, 2])).agree
-    assert not verdict("torchserve", body([True]), body([1])).agree
-    assert not verdict("torchserve", body([False]), body([True])).agree
-    assert verdict("torchserve", body([1]), body([1.0])).agree  # JSON has one number type
-    assert not verdict("torchserve", body([1]), b"[1").agree
+def test_json_lists_and_booleans() -> None:
+    assert not verdict("json", body([1, 2, 3]), body([1, 2])).agree
+    assert not verdict("json", body([True]), body([1])).agree
+    assert not verdict("json", body([False]), body([True])).agree
+    assert verdict("json", body([1]), body([1.0])).agree  # JSON has one number type
+    assert not verdict("json", body([1]), b"[1").agree
     with pytest.raises(PrimaryUnreadableError):
-        verdict("torchserve", b"\x89PNG", body([1]))
+        verdict("json", b"\x89PNG", body([1]))
 
 
 def test_integers_beyond_float_range_compare_exactly() -> None:
     big = 10**400
-    assert verdict("torchserve", body([big]), body([big])).agree
-    assert not verdict("torchserve", body([big]), body([big + 1])).agree
+    assert verdict("json", body([big]), body([big])).agree
+    assert not verdict("json", body([big]), body([big + 1])).agree
 
 
 # OpenAI-compatible
@@ -537,7 +537,7 @@ def openai_payload(draw: st.DrawFn) -> dict[str, Any]:
 PAYLOADS: dict[Protocol, st.SearchStrategy[Any]] = {
     "open-inference-v2": v2_payload(),
     "tfserving": tfserving_payload(),
-    "torchserve": json_values,
+    "json": json_values,
     "openai": openai_payload(),
 }
 
@@ -565,7 +565,7 @@ def number_paths(protocol: Protocol, doc: Any) -> list[tuple[Any, ...]]:
     elif protocol == "tfserving":
         for key in doc:
             walk(doc[key], (key,))
-    elif protocol == "torchserve":
+    elif protocol == "json":
         walk(doc, ())
     return paths
 
@@ -615,7 +615,7 @@ def test_property_a_payload_agrees_with_itself(protocol: Protocol) -> None:
     check()
 
 
-@pytest.mark.parametrize("protocol", ["open-inference-v2", "tfserving", "torchserve"])
+@pytest.mark.parametrize("protocol", ["open-inference-v2", "tfserving", "json"])
 def test_property_one_number_past_the_tolerance_disagrees(protocol: Protocol) -> None:
     @PROPERTY_SETTINGS
     @given(doc=PAYLOADS[protocol], data=st.data())

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from inference_platform import pins
 from inference_platform.config.errors import problems_from_validation
 from inference_platform.platform.prometheus import MetricsScraper
+from inference_platform.serving.config_checksum import CONFIG_CHECKSUM
 from inference_platform.serving.inference_service.args import InferenceServiceArgs
 from inference_platform.serving.inference_service.manifests import model_manifests
 from inference_platform.serving.payload_capture import ComparatorRef
@@ -199,7 +200,7 @@ def test_the_comparator_runs_hardened_with_its_pinned_image_and_restarts_on_a_ne
     assert annotations["prometheus.io/port"] == "9090"
     assert "version" not in deployment["spec"]["template"]["metadata"]["labels"]  # its metrics carry `version`
     other = comparator(iris(analysis={"payloads": {"enabled": True, "minPairs": 5, "sample": 0.5}}))
-    checksum = "inference-platform/config-sha256"
+    checksum = CONFIG_CHECKSUM
     assert (
         other["Deployment", "inference-comparator"]["spec"]["template"]["metadata"]["annotations"][checksum]
         != (annotations[checksum])

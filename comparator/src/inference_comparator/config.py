@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from inference_comparator.protocols import PROTOCOLS, Protocol, Tolerances
+from inference_comparator.protocols import ALIASES, PROTOCOLS, Protocol, Tolerances
 
 _TOP_KEYS: Final = ("maxBufferedBytes", "maxBodyBytes", "models")
 _MODEL_KEYS: Final = (
@@ -110,9 +110,7 @@ def parse_config(doc: Any) -> Config:
 
 def _model(doc: Any, path: str) -> ModelConfig:
     _keys(doc, path, _MODEL_KEYS)
-    protocol = doc["protocol"]
-    if protocol not in PROTOCOLS:
-        raise ConfigError(f"{path}.protocol: must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+    protocol = _protocol(doc["protocol"], f"{path}.protocol")
     primary = _name(doc["primary"], f"{path}.primary")
     shadows_doc = doc["shadows"]
     if not isinstance(shadows_doc, list) or not shadows_doc:
@@ -149,6 +147,17 @@ def _model(doc: Any, path: str) -> ModelConfig:
         tolerances=Tolerances(absolute=absolute, relative=relative, min_text_similarity=similarity),
         sample=sample,
     )
+
+
+def _protocol(doc: Any, path: str) -> Protocol:
+    """A protocol by its name, or by a former name (an alias) as the protocol it names now."""
+    for protocol in PROTOCOLS:
+        if doc == protocol:
+            return protocol
+    if isinstance(doc, str) and doc in ALIASES:
+        return ALIASES[doc]
+    former = ", ".join(f"{alias}, {current}'s former name" for alias, current in ALIASES.items())
+    raise ConfigError(f"{path}: must be one of {', '.join(PROTOCOLS)} (or {former}), not {doc!r}")
 
 
 def _keys(doc: Any, path: str, allowed: tuple[str, ...]) -> None:

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
 from rapidfuzz import fuzz
 
-Protocol = Literal["open-inference-v2", "tfserving", "torchserve", "openai"]
+# The platform names the same protocols (inference_platform.serving.analysis_spec: a test there
+# holds the two lists, and their aliases, equal).
+Protocol = Literal["open-inference-v2", "tfserving", "json", "openai"]
 PROTOCOLS: Final[tuple[Protocol, ...]] = get_args(Protocol)
+# Former names, still read as the protocol each names now (the first release, 0.1.0, read any
+# JSON only as `torchserve`).
+ALIASES: Final[Mapping[str, Protocol]] = MappingProxyType({"torchserve": "json"})
 
 _PLAIN: Final = frozenset({int, float})
 _SCALARS: Final = frozenset({int, float, bool, str, type(None)})
@@ -316,10 +322,10 @@ def _compare_tfserving(primary: tuple[str, Any], shadow: tuple[str, Any], compar
     comparison.json(primary[1], shadow[1], f"$.{primary[0]}")
 
 
-# TorchServe: whatever JSON the handler returns.
+# Any JSON (TorchServe's handlers, custom servers, transformers): whatever the server returns.
 
 
-def _compare_torchserve(primary: Any, shadow: Any, comparison: _Comparison) -> None:
+def _compare_json(primary: Any, shadow: Any, comparison: _Comparison) -> None:
     comparison.json(primary, shadow, "$")
 
 
@@ -420,6 +426,6 @@ _Spec = tuple[Callable[[bytes], Any], Callable[[Any, Any, _Comparison], None]]
 _SPECS: Final[dict[Protocol, _Spec]] = {
     "open-inference-v2": (_parse_v2, _compare_v2),
     "tfserving": (_parse_tfserving, _compare_tfserving),
-    "torchserve": (_load, _compare_torchserve),
+    "json": (_load, _compare_json),
     "openai": (_parse_openai, _compare_openai),
 }

@@ -34,8 +34,9 @@ class AutoscalingWake(str, Enum):
 class PayloadComparisonProtocol(str, Enum):
     OpenInferenceV2 = "open-inference-v2"
     Tfserving = "tfserving"
-    Torchserve = "torchserve"
+    Json = "json"
     Openai = "openai"
+    Torchserve = "torchserve"
 
 
 class ModelFormat(str, Enum):
@@ -334,7 +335,7 @@ class PayloadComparison(TypedDict):
     sample: NotRequired[float]
     """The share of request ids compared (chosen by a hash of the id). Default: 1.0."""
     protocol: NotRequired[PayloadComparisonProtocol]
-    """How answers are read; by default the runtime's (`torchserve`, any JSON, behind a transformer)."""
+    """How answers are read; by default the runtime's (`json`, any JSON, behind a transformer). `torchserve` is `json`'s former name, read as `json`."""
 
 
 class AnalysisSpec(TypedDict):

@@ -4,15 +4,32 @@ and whether its shadows' answers are compared with the primary's (payload_captur
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Annotated, Final, Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from inference_platform.config.base import ConfigModel, Duration
 
 # How the comparator reads an answer: Open Inference Protocol v2 (MLServer, Triton), TF Serving's
-# REST predict, any JSON (TorchServe's handlers answer what they like), OpenAI completions.
-PayloadProtocol = Literal["open-inference-v2", "tfserving", "torchserve", "openai"]
+# REST predict, any JSON (TorchServe's handlers, custom servers and transformers answer what they
+# like), OpenAI completions. The comparator's package names the same (inference_comparator.protocols;
+# tests/serving/test_payload_protocols.py holds the two lists, and their aliases, equal).
+PayloadProtocol = Literal["open-inference-v2", "tfserving", "json", "openai"]
+PAYLOAD_PROTOCOLS: Final[tuple[PayloadProtocol, ...]] = get_args(PayloadProtocol)
+# Former names a stack may still write, each read as the protocol it names now.
+PayloadProtocolAlias = Literal["torchserve"]
+PAYLOAD_PROTOCOL_ALIASES: Final[Mapping[PayloadProtocolAlias, PayloadProtocol]] = MappingProxyType(
+    {"torchserve": "json"}
+)
+_BY_NAME: Final[dict[PayloadProtocol | PayloadProtocolAlias, PayloadProtocol]] = {p: p for p in PAYLOAD_PROTOCOLS}
+_BY_NAME.update(PAYLOAD_PROTOCOL_ALIASES.items())
+
+
+def current_protocol(name: PayloadProtocol | PayloadProtocolAlias) -> PayloadProtocol:
+    """The protocol a name means: itself, or the protocol a former name names now."""
+    return _BY_NAME[name]
 
 
 class PayloadComparison(ConfigModel):
@@ -42,10 +59,16 @@ class PayloadComparison(ConfigModel):
     sample: Annotated[float, Field(gt=0, le=1)] = Field(
         default=1.0, description="The share of request ids compared (chosen by a hash of the id)."
     )
-    protocol: PayloadProtocol | None = Field(
+    protocol: Literal[PayloadProtocol, PayloadProtocolAlias] | None = Field(
         default=None,
-        description="How answers are read; by default the runtime's (`torchserve`, any JSON, behind a transformer).",
+        description="How answers are read; by default the runtime's (`json`, any JSON, behind a transformer). "
+        "`torchserve` is `json`'s former name, read as `json`.",
     )
+
+    @field_validator("protocol")
+    @classmethod
+    def _current_name(cls, name: PayloadProtocol | PayloadProtocolAlias | None) -> PayloadProtocol | None:
+        return None if name is None else current_protocol(name)
 
 
 class AnalysisSpec(ConfigModel):

@@ -25,7 +25,7 @@ from inference_platform.config.base import (
     duration_nanoseconds,
 )
 from inference_platform.platform.gpu_nodes import GpuNodes
-from inference_platform.serving.analysis_spec import AnalysisSpec, PayloadProtocol
+from inference_platform.serving.analysis_spec import AnalysisSpec, PayloadProtocol, current_protocol
 from inference_platform.serving.autoscaling import AutoscalingSpec
 from inference_platform.serving.gpu import GpuSpec, NoGpu
 from inference_platform.serving.model_storage import ModelUri
@@ -389,8 +389,8 @@ class ModelSpecBase(ConfigModel):
         whose answers are its own, as any JSON."""
         configured = self.analysis.payloads.protocol
         if configured is not None:
-            return configured
-        return "torchserve" if self.transformer is not None else self.PAYLOAD_PROTOCOL
+            return current_protocol(configured)
+        return "json" if self.transformer is not None else self.PAYLOAD_PROTOCOL
 
     @property
     def live_weights(self) -> dict[str, int]:

@@ -12,9 +12,10 @@ never logged, never written.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from typing import Annotated, Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Annotated, Any, Final
 
 import pulumi
 from pydantic import Field
@@ -24,6 +25,8 @@ from inference_platform.config.base import ConfigModel, DNS1123Label, PinnedImag
 from inference_platform.kube import register
 from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import MERGED_METRICS_PORT, principal, service_account
+from inference_platform.serving.analysis_spec import PAYLOAD_PROTOCOL_ALIASES, PayloadProtocol
+from inference_platform.serving.config_checksum import config_checksum
 from inference_platform.serving.inference_service.pods import CONTAINER_SECURITY
 from inference_platform.serving.model_namespace import PART_OF_LABELS
 from inference_platform.serving.model_spec import ModelSpecBase, ResourceList, Resources
@@ -42,6 +45,13 @@ USER = 65532  # the image's non-root user
 # Slack past the model's timeout for the later side of a pair to arrive: a mirrored request is
 # sent after its primary's starts, and either may be the slower.
 WINDOW_SLACK_SECONDS = 10
+# The names the comparator image deployed by default (pins.COMPARATOR_IMAGE, 0.1.0) reads: it was
+# released before any JSON was named `json`, and reads that protocol only by its former name,
+# which every comparator since still reads (PAYLOAD_PROTOCOL_ALIASES). Written so until the pin moves
+# to a release that reads `json`.
+DEPLOYED_COMPARATOR_NAMES: Final[Mapping[PayloadProtocol, str]] = MappingProxyType(
+    {current: former for former, current in PAYLOAD_PROTOCOL_ALIASES.items()}
+)
 DEFAULT_RESOURCES = Resources(
     requests=ResourceList(cpu="250m", memory="256Mi"),
     limits=ResourceList(cpu="1", memory="512Mi"),
@@ -88,7 +98,7 @@ def settings(args: PayloadComparatorArgs) -> dict[str, Any]:
             {
                 "namespace": args.namespace,
                 "model": model.name,
-                "protocol": model.payload_protocol,
+                "protocol": DEPLOYED_COMPARATOR_NAMES.get(model.payload_protocol, model.payload_protocol),
                 "primary": model.primary.name,
                 "shadows": [v.name for v in model.versions if v.mirror_percent],
                 "windowSeconds": int(duration_seconds(model.timeout)) + WINDOW_SLACK_SECONDS,
@@ -142,9 +152,7 @@ def deployment(args: PayloadComparatorArgs, config_text: str) -> dict[str, Any]:
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(COMPARATOR_METRICS_PORT),
         "prometheus.io/path": "/metrics",
-        # It reads its config once: a changed config restarts it.
-        "inference-platform/config-sha256": hashlib.sha256(config_text.encode()).hexdigest(),
-    }
+    } | config_checksum(config_text)  # it reads its config once: a changed config restarts it
     pod = {
         "serviceAccountName": COMPARATOR,
         "automountServiceAccountToken": False,

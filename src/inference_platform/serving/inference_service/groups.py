@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from inference_platform.serving.config_checksum import CONFIG_CHECKSUM
 from inference_platform.serving.inference_service.args import InferenceServiceArgs, object_metadata, version_name
 from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.runtimes.base import PREDICTOR_CONTAINER, Probes
@@ -35,7 +36,6 @@ WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 EXCLUSIVE_TOPOLOGY = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 INCLUDE_INBOUND_PORTS = "traffic.sidecar.istio.io/includeInboundPorts"
 INJECT = "sidecar.istio.io/inject"
-CONFIG_CHECKSUM = "inference-platform/config-sha256"
 # The controller makes a headless Service named after the set (its pods' DNS subdomain), so the
 # set cannot take the version's name, which its Service has.
 SET_SUFFIX = "-group"

@@ -4,13 +4,13 @@ model's files, and the Deployment, ConfigMap and disruption budget around them."
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 import re
 from typing import Any
 
 from inference_platform.config.base import duration_seconds
+from inference_platform.serving.config_checksum import config_checksum
 from inference_platform.serving.gpu import VISIBLE_DEVICES
 from inference_platform.serving.inference_service.args import (
     InferenceServiceArgs,
@@ -89,10 +89,9 @@ def callee_urls(args: InferenceServiceArgs) -> dict[str, str]:
     return {url_env_name(c.name): f"http://{service_fqdn(c.name, c.namespace)}" for c in args.callees}
 
 
-def _config_checksum(plan: ServerPlan) -> str:
+def _config_checksum(plan: ServerPlan) -> dict[str, str]:
     """Changes whenever the generated config does, so a config change rolls the pods."""
-    payload = json.dumps(plan.config_files, sort_keys=True).encode()
-    return hashlib.sha256(payload).hexdigest()
+    return config_checksum(json.dumps(plan.config_files, sort_keys=True))
 
 
 def _predictor(args: InferenceServiceArgs, plan: ServerPlan, model_sub_path: str | None) -> dict[str, Any]:
@@ -244,8 +243,7 @@ def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPl
             "template": {
                 "metadata": {
                     "labels": object_labels(args, version),
-                    "annotations": scrape_annotations(plan)
-                    | {"inference-platform/config-sha256": _config_checksum(plan)},
+                    "annotations": scrape_annotations(plan) | _config_checksum(plan),
                 },
                 "spec": pod,
             },

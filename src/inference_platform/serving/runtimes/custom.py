@@ -92,7 +92,7 @@ class CustomModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {}
     INFERENCE_PATH: ClassVar[str] = "/"
     # Any JSON: the comparator compares the answers' bodies as they are.
-    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "torchserve"
+    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "json"
 
     runtime: Literal["custom"] = Field(description="Any server image: its port, probes and metrics as configured.")
     command: list[str] | None = Field(default=None, description="Overrides the image's entrypoint.")

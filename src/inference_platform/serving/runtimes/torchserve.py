@@ -56,7 +56,7 @@ def properties_file(properties: dict[str, str]) -> str:
 class TorchServeModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": INFERENCE_PORT, "http-metrics": METRICS_PORT}
     INFERENCE_PATH: ClassVar[str] = "/predictions/{name}"  # TorchServe's inference API
-    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "torchserve"
+    PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "json"
 
     runtime: Literal["torchserve"] = Field(
         description="TorchServe: a .mar archive; inference 8080, metrics 8082 (management on loopback only)."
