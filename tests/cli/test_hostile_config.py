@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from inference_platform.cli.main import main
 from inference_platform.cli.render_files import CHARTS, MANIFESTS, OUTPUTS, read_render
 from inference_platform.config.errors import INCOMPLETE
-from tests.conftest import ROOT
+from tests.conftest import ROOT, RUNTIME_MINIMUMS
 from tests.owner_schemas import validate
 from tests.policies.test_stacks_meet_policies import RESOURCE_CHECKS, rules
 
@@ -43,6 +43,8 @@ SETTINGS = {
 # "  Pulumi.<stack>.yaml:line:column: path: sentence" (a problem of the whole file: no line, no path).
 HEADER = "invalid stack config ("
 
+# The engines that serve an LLM on whole GPUs (vLLM also beside others, with a memory share).
+LLM_ENGINES = ("vllm", "sglang")
 NAMES = st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True)
 TENSORS = {
     "inputs": [{"name": "input", "dataType": "FP32", "dims": [4]}],
@@ -90,31 +92,40 @@ PROTECTION = st.fixed_dictionaries(
 )
 
 
-@st.composite
-def models(draw: st.DrawFn, name: str, gpu_sharing: bool) -> dict[str, Any]:
-    runtime = draw(st.sampled_from(["mlserver", "tfserving", "torchserve", "triton", "vllm"]))
-    model: dict[str, Any] = {"name": name, "runtime": runtime, "versions": draw(versions(name))}
-    if runtime == "triton":
-        model |= {"format": draw(st.sampled_from(["onnx", "tensorrt", "pytorch"]))} | TENSORS
+def gpu_settings(draw: st.DrawFn, runtime: str, gpu_sharing: bool) -> dict[str, Any]:
+    """A model's GPU settings ({} for none): LLM engines always have a GPU, and only vLLM a shared one."""
     gpus = ["exclusive", *(["vgpu"] if gpu_sharing else [])]
-    if runtime != "vllm":
+    if runtime not in LLM_ENGINES:
         gpus += ["none", "shared"]
+    elif runtime == "vllm":
+        gpus += ["shared"]
     gpu = draw(st.sampled_from(gpus))
     if gpu == "vgpu":
-        model["gpu"] = draw(VGPUS)
-    elif gpu == "shared":
-        model["gpu"] = {"mode": "shared", "visibleDevices": "0"}
-        if runtime == "vllm":
-            model["gpuMemoryUtilization"] = 0.4
-    elif gpu != "none" or draw(st.booleans()):
-        model["gpu"] = gpu
+        return {"gpu": draw(VGPUS)}
+    if gpu == "shared":
+        return {"gpu": {"mode": "shared", "visibleDevices": "0"}} | (
+            {"gpuMemoryUtilization": 0.4} if runtime == "vllm" else {}
+        )
+    if gpu != "none" or draw(st.booleans()):
+        return {"gpu": gpu}
+    return {}
+
+
+@st.composite
+def models(draw: st.DrawFn, name: str, gpu_sharing: bool) -> dict[str, Any]:
+    runtime = draw(st.sampled_from(sorted(RUNTIME_MINIMUMS)))
+    model: dict[str, Any] = {k: v for k, v in copy.deepcopy(RUNTIME_MINIMUMS[runtime]).items() if k != "gpu"}
+    model |= {"name": name, "versions": draw(versions(name))}
+    if runtime == "triton":
+        model |= {"format": draw(st.sampled_from(["onnx", "tensorrt", "pytorch"]))} | TENSORS
+    model |= gpu_settings(draw, runtime, gpu_sharing)
     if draw(st.booleans()):
         model["replicas"] = draw(st.integers(0, 5))
     elif draw(st.booleans()):
         model["autoscaling"] = {"minReplicas": 1, "maxReplicas": draw(st.integers(2, 6)), "requestsPerSecond": 10}
     if draw(st.booleans()):
         model["protection"] = draw(PROTECTION)
-    if runtime != "vllm" and draw(st.booleans()):
+    if runtime not in LLM_ENGINES and draw(st.booleans()):
         model["transformer"] = {"image": "registry.example.com/pre:1.0.0", "healthPath": "/healthz"}
     if draw(st.booleans()):
         model["timeout"] = draw(st.sampled_from(["5s", "1m30s", "250ms"]))
