@@ -8,6 +8,7 @@ from inference_platform.platform import (
     IngressGatewayArgs,
     IngressGatewayConfig,
     Prometheus,
+    PrometheusArgs,
     PrometheusConfig,
 )
 from inference_platform.serving import InferenceService, InferenceServiceArgs, ModelNamespace, ModelNamespaceArgs
@@ -17,7 +18,7 @@ DOMAIN = "models.example.com"
 gateway = IngressGateway(
     "ingress", IngressGatewayArgs(config=IngressGatewayConfig(service_type="NodePort"), domain=DOMAIN)
 )
-prometheus = Prometheus("prometheus", PrometheusConfig())
+prometheus = Prometheus("prometheus", PrometheusArgs(config=PrometheusConfig()))
 namespace = ModelNamespace(
     "service", ModelNamespaceArgs(name="service"), opts=pulumi.ResourceOptions(depends_on=gateway.ready)
 )

@@ -43,12 +43,13 @@ PROGRAM = textwrap.dedent(
         IngressGatewayArgs,
         IngressGatewayConfig,
         Prometheus,
+        PrometheusArgs,
         PrometheusConfig,
     )
     from inference_platform.serving import InferenceService, InferenceServiceArgs, ModelNamespace, ModelNamespaceArgs
 
     gateway = IngressGateway("ingress", IngressGatewayArgs(config=IngressGatewayConfig(), domain="llm.example.com"))
-    prometheus = Prometheus("prometheus", PrometheusConfig())
+    prometheus = Prometheus("prometheus", PrometheusArgs(config=PrometheusConfig()))
     after_gateway = pulumi.ResourceOptions(depends_on=gateway.ready)
     namespace = ModelNamespace("llm", ModelNamespaceArgs(name="llm"), opts=after_gateway)
     llama = InferenceService(

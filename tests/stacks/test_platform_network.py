@@ -16,7 +16,7 @@ import yaml
 from inference_platform.config.errors import ConfigError
 from inference_platform.platform import network
 from inference_platform.stack.config import StackConfig, parse_stack_config
-from inference_platform.stack.network import platform_edges
+from inference_platform.stack.platform_components import platform_edges
 from tests.cluster import Address, Cluster, selects
 from tests.conftest import ROOT, write_stack_file
 from tests.stacks import cluster_checks as checks

@@ -9,9 +9,8 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label
-from inference_platform.kube import register
 from inference_platform.platform.gpu_nodes import GpuNodes
-from inference_platform.platform.helm import chart, merge_values
+from inference_platform.platform.helm import chart, merge_values, own_namespace
 
 RELEASE = "dcgm-exporter"
 PORT = 9400
@@ -22,6 +21,11 @@ class DcgmExporterConfig(ConfigModel):
     enabled: bool = Field(default=False, description="Install dcgm-exporter on the GPU nodes.")
     namespace: DNS1123Label = Field(default="gpu-monitoring", description="dcgm-exporter's namespace.")
     values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
+
+
+class DcgmExporterArgs(ConfigModel):
+    config: DcgmExporterConfig
+    nodes: GpuNodes = Field(description="The GPU nodes the exporter runs on.")
 
 
 def dcgm_values(nodes: GpuNodes) -> dict[str, Any]:
@@ -45,16 +49,11 @@ def dcgm_values(nodes: GpuNodes) -> dict[str, Any]:
 
 
 class DcgmExporter(pulumi.ComponentResource):
-    def __init__(
-        self, name: str, config: DcgmExporterConfig, nodes: GpuNodes, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+    def __init__(self, name: str, args: DcgmExporterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:DcgmExporter", name, None, opts)
-        ns = register(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": config.namespace}},
-            pulumi.ResourceOptions(parent=self),
-        )
-        values = merge_values(dcgm_values(nodes), config.values)
-        chart(
-            RELEASE, pins.DCGM_EXPORTER, config.namespace, values, pulumi.ResourceOptions(parent=self, depends_on=[ns])
-        )
+        config = args.config
+        waits = own_namespace(config.namespace, self)
+        values = merge_values(dcgm_values(args.nodes), config.values)
+        opts = pulumi.ResourceOptions(parent=self, depends_on=waits)
+        chart(RELEASE, pins.DCGM_EXPORTER, config.namespace, values, opts)
         self.register_outputs({})

@@ -4,7 +4,6 @@ model comparing its versions (analysis/dashboards.py), provisioned from files, n
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -13,7 +12,7 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain
 from inference_platform.kube import register
-from inference_platform.platform.helm import chart, merge_values
+from inference_platform.platform.helm import chart, dependencies, merge_values, own_namespace
 
 RELEASE = "grafana"
 POD_LABELS = {"app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": RELEASE}
@@ -139,24 +138,16 @@ def virtual_service(args: GrafanaArgs) -> dict[str, Any]:
 class Grafana(pulumi.ComponentResource):
     url: pulumi.Output[str]
 
-    def __init__(
-        self,
-        name: str,
-        args: GrafanaArgs,
-        after: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        """`after`: what Grafana's objects wait for (Prometheus' namespace; istiod, whose webhook
-        checks the VirtualService)."""
+    def __init__(self, name: str, args: GrafanaArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """`opts.depends_on`: what Grafana's objects wait for too (Prometheus' namespace; istiod,
+        whose webhook checks the VirtualService)."""
         super().__init__("inference-platform:platform:Grafana", name, None, opts)
         config = args.config
         if config.admin_password is None:
             raise ValueError("platform.grafana.adminPassword is required (the stack config checks this first)")
         values = merge_values(grafana_values(args), config.values)
-        waits: list[pulumi.Resource] = list(after)
-        if args.create_namespace:
-            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": config.namespace}}
-            waits.append(register(namespace, pulumi.ResourceOptions(parent=self)))
+        after = dependencies(opts)
+        waits = [*after, *own_namespace(config.namespace, self, create=args.create_namespace)]
         secret = {
             "apiVersion": "v1",
             "kind": "Secret",

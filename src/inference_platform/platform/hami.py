@@ -88,6 +88,14 @@ class HamiConfig(ConfigModel):
     values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
 
 
+class HamiArgs(ConfigModel):
+    config: HamiConfig
+    nodes: GpuNodes = Field(description="The GPU nodes HAMi's device plugin runs on.")
+    kubernetes_version: Annotated[str, Field(pattern=r"^1\.[0-9]+\.[0-9]+$")] = Field(
+        description="The cluster's version, which HAMi's kube-scheduler must match."
+    )
+
+
 # The label HAMi's install guide puts on the GPU nodes it manages (its chart's default selector).
 HAMI_NODE_LABEL = {"gpu": "on"}
 
@@ -143,16 +151,10 @@ class Hami(pulumi.ComponentResource):
     certificate in Helm hook Jobs (pre-install, then post-install to patch the caBundle), and
     only real Helm runs hooks in order."""
 
-    def __init__(
-        self,
-        name: str,
-        config: HamiConfig,
-        nodes: GpuNodes,
-        kubernetes_version: str,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: HamiArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:Hami", name, None, opts)
-        values = merge_values(hami_values(config, nodes, kubernetes_version), config.values)
+        config = args.config
+        values = merge_values(hami_values(config, args.nodes, args.kubernetes_version), config.values)
         waits = own_namespace(config.namespace, self)
         # A new namespace replaces the release; its cluster-scoped objects (the webhook, the
         # scheduler's roles) keep their names, which Helm refuses to a second release: delete first.

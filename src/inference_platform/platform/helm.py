@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -62,9 +62,25 @@ def release(
 BUILT_IN_NAMESPACES = ("kube-system", "default")
 
 
-def own_namespace(name: str, parent: pulumi.Resource) -> list[pulumi.Resource]:
-    """A chart's namespace, created unless the cluster has it already; what the chart waits for."""
-    if name in BUILT_IN_NAMESPACES:
+def own_namespace(name: str, parent: pulumi.Resource, create: bool = True) -> list[pulumi.Resource]:
+    """A chart component's namespace, parented to the component: created unless the cluster has it
+    already (or `create` is false: another component's); what the chart waits for. Every chart
+    component makes its namespaces here."""
+    if name in BUILT_IN_NAMESPACES or not create:
         return []
     manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     return [register(manifest, pulumi.ResourceOptions(parent=parent))]
+
+
+def dependencies(opts: pulumi.ResourceOptions | None) -> list[pulumi.Resource]:
+    """The resources `opts.depends_on` names, for a component to hand to the children that wait for
+    them (Pulumi does not pass a component's dependencies on to its children)."""
+    named = None if opts is None else opts.depends_on
+    if named is None:
+        return []
+    if isinstance(named, pulumi.Resource):
+        return [named]
+    found = [r for r in named if isinstance(r, pulumi.Resource)] if isinstance(named, Sequence) else []
+    if not isinstance(named, Sequence) or len(found) != len(named):
+        raise TypeError("a platform component's opts.depends_on must list resources, not outputs")
+    return found

@@ -15,7 +15,7 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain, Labels
 from inference_platform.kube import register
-from inference_platform.platform.helm import chart, merge_values
+from inference_platform.platform.helm import chart, merge_values, own_namespace
 
 DEFAULT_GATEWAY_NAMESPACE = "istio-ingress"
 DEFAULT_GATEWAY_NAME = "inference-gateway"
@@ -171,13 +171,6 @@ def gateway_object(config: IngressGatewayConfig, domain: str) -> dict[str, Any]:
     }
 
 
-def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name}
-    if labels:
-        metadata["labels"] = labels
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
-
-
 class IngressGatewayArgs(ConfigModel):
     config: IngressGatewayConfig
     domain: DNSSubdomain
@@ -195,16 +188,15 @@ class IngressGateway(pulumi.ComponentResource):
         super().__init__("inference-platform:platform:IngressGateway", name, None, opts)
         config = args.config
         raw = config.values
-        child = pulumi.ResourceOptions(parent=self)
-        system = register(namespace(ISTIO_NAMESPACE), child)
+        system = own_namespace(ISTIO_NAMESPACE, self)
         # No injection label: the gateway's pods ask istiod for the gateway template themselves.
-        ingress = register(namespace(config.gateway.namespace), child)
+        ingress = own_namespace(config.gateway.namespace, self)
         base = chart(
             "istio-base",
             pins.ISTIO_BASE,
             ISTIO_NAMESPACE,
             merge_values(base_values(), raw.get("base", {})),
-            pulumi.ResourceOptions(parent=self, depends_on=[system]),
+            pulumi.ResourceOptions(parent=self, depends_on=system),
         )
         istiod = chart(
             "istiod",
@@ -213,15 +205,16 @@ class IngressGateway(pulumi.ComponentResource):
             merge_values(istiod_values(), raw.get("istiod", {})),
             pulumi.ResourceOptions(parent=self, depends_on=[base]),
         )
+        after_istiod = pulumi.ResourceOptions(parent=self, depends_on=[*ingress, istiod])
         chart(
             GATEWAY_RELEASE,
             pins.ISTIO_GATEWAY,
             config.gateway.namespace,
             merge_values(gateway_values(config), raw.get("gateway", {})),
             # Its pods get their proxy image from istiod's injector (image: auto).
-            pulumi.ResourceOptions(parent=self, depends_on=[ingress, istiod]),
+            after_istiod,
         )
-        register(gateway_object(config, args.domain), pulumi.ResourceOptions(parent=self, depends_on=[ingress, istiod]))
+        register(gateway_object(config, args.domain), after_istiod)
         self.ready = [istiod]
         self.gateway = pulumi.Output.from_input(config.gateway.qualified_name)
         self.service = pulumi.Output.from_input(f"{GATEWAY_RELEASE}.{config.gateway.namespace}.svc.cluster.local")

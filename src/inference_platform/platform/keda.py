@@ -9,7 +9,6 @@ versions (serving/waking.py), and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Literal
 
 import pulumi
@@ -17,8 +16,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label
-from inference_platform.kube import register
-from inference_platform.platform.helm import chart, merge_values
+from inference_platform.platform.helm import chart, dependencies, merge_values, own_namespace
 
 RELEASE = "keda"
 HTTP_ADD_ON_RELEASE = "keda-add-ons-http"
@@ -54,6 +52,11 @@ class KedaConfig(ConfigModel):
     http_add_on_values: dict[str, Any] = Field(
         default_factory=dict, description="Raw values of the keda-add-ons-http chart, laid over the generated ones."
     )
+
+
+class KedaArgs(ConfigModel):
+    config: KedaConfig = Field(default_factory=KedaConfig)
+    http_add_on: bool = Field(default=False, description="Install the HTTP add-on too (some model sleeps at zero).")
 
 
 class HttpAddOnRef(ConfigModel):
@@ -131,29 +134,21 @@ class Keda(pulumi.ComponentResource):
     ready: list[pulumi.Resource]
     """What ScaledObjects and InterceptorRoutes wait for: the charts that bring their CRDs."""
 
-    def __init__(
-        self,
-        name: str,
-        config: KedaConfig,
-        http_add_on: bool = False,
-        after: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        """`after`: what the add-on waits for (istiod, whose injector gives the interceptor its sidecar)."""
+    def __init__(self, name: str, args: KedaArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """`opts.depends_on`: what the add-on waits for too (istiod, whose injector gives the
+        interceptor its sidecar)."""
         super().__init__("inference-platform:platform:Keda", name, None, opts)
-        ns = register(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": config.namespace}},
-            pulumi.ResourceOptions(parent=self),
-        )
+        config = args.config
+        after = dependencies(opts)
         keda = chart(
             RELEASE,
             pins.KEDA,
             config.namespace,
             merge_values(keda_values(), config.values),
-            pulumi.ResourceOptions(parent=self, depends_on=[ns]),
+            pulumi.ResourceOptions(parent=self, depends_on=own_namespace(config.namespace, self)),
         )
         self.ready = [keda]
-        if http_add_on:
+        if args.http_add_on:
             self.ready.append(
                 chart(
                     HTTP_ADD_ON_RELEASE,

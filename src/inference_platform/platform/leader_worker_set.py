@@ -12,8 +12,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel
-from inference_platform.kube import register
-from inference_platform.platform.helm import chart, merge_values
+from inference_platform.platform.helm import chart, merge_values, own_namespace
 
 RELEASE = "lws"
 # The chart's CRDs name their conversion webhook's Service in this namespace (lws-webhook-service
@@ -26,6 +25,10 @@ WEBHOOK_PORT = 9443
 
 class LeaderWorkerSetConfig(ConfigModel):
     values: dict[str, Any] = Field(default_factory=dict, description="Raw chart values laid over the generated ones.")
+
+
+class LeaderWorkerSetArgs(ConfigModel):
+    config: LeaderWorkerSetConfig = Field(default_factory=LeaderWorkerSetConfig)
 
 
 def lws_values() -> dict[str, Any]:
@@ -44,18 +47,14 @@ class LeaderWorkerSetController(pulumi.ComponentResource):
     ready: pulumi.Resource
     """What LeaderWorkerSets wait for: the chart that brings their CRD and webhooks."""
 
-    def __init__(self, name: str, config: LeaderWorkerSetConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: LeaderWorkerSetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:LeaderWorkerSetController", name, None, opts)
-        namespace = register(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-            pulumi.ResourceOptions(parent=self),
-        )
         self.ready = chart(
             RELEASE,
             pins.LWS,
             NAMESPACE,
-            merge_values(lws_values(), config.values),
-            pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            merge_values(lws_values(), args.config.values),
+            pulumi.ResourceOptions(parent=self, depends_on=own_namespace(NAMESPACE, self)),
         )
         self.namespace = pulumi.Output.from_input(NAMESPACE)
         self.register_outputs({"namespace": self.namespace})

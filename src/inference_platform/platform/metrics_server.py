@@ -43,6 +43,10 @@ class MetricsServerConfig(ConfigModel):
         return needed if self.enabled == "auto" else self.enabled
 
 
+class MetricsServerArgs(ConfigModel):
+    config: MetricsServerConfig = Field(default_factory=MetricsServerConfig)
+
+
 def metrics_server_values(config: MetricsServerConfig) -> dict[str, Any]:
     return {
         # The chart sets requests only; the policy pack wants limits on every container.
@@ -54,8 +58,9 @@ def metrics_server_values(config: MetricsServerConfig) -> dict[str, Any]:
 class MetricsServer(pulumi.ComponentResource):
     api_group: pulumi.Output[str]
 
-    def __init__(self, name: str, config: MetricsServerConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: MetricsServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:MetricsServer", name, None, opts)
+        config = args.config
         values = merge_values(metrics_server_values(config), config.values)
         waits = own_namespace(config.namespace, self)
         chart(

@@ -165,17 +165,20 @@ def network_policies(edges: Sequence[Edge], model_namespace: str) -> list[dict[s
     return sorted(policies, key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
 
 
+@dataclass(frozen=True)
+class PlatformNetworkArgs:
+    edges: tuple[Edge, ...]
+    """The edge table (stack/network.py writes the stack's)."""
+    model_namespace: str
+    """The models' namespace, whose policies are serving/access.py's."""
+
+
 class PlatformNetwork(pulumi.ComponentResource):
     """The platform's NetworkPolicies, from its edge table."""
 
-    def __init__(
-        self,
-        name: str,
-        edges: Sequence[Edge],
-        model_namespace: str,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: PlatformNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:PlatformNetwork", name, None, opts)
+        edges, model_namespace = args.edges, args.model_namespace
         self.policies = network_policies(edges, model_namespace)
         for policy in self.policies:
             metadata = policy["metadata"]

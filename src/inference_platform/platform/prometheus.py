@@ -16,8 +16,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, Duration, Labels, Quantity
-from inference_platform.kube import register
-from inference_platform.platform.helm import chart, merge_values
+from inference_platform.platform.helm import chart, merge_values, own_namespace
 
 RELEASE = "prometheus"
 # The chart names the server Service <release>-server when the release name contains "prometheus".
@@ -215,22 +214,19 @@ class RuleFiles:
     alerting: dict[str, Any]
 
 
+class PrometheusArgs(ConfigModel):
+    config: PrometheusConfig = Field(default_factory=PrometheusConfig)
+    rules: RuleFiles | None = Field(default=None, description="Rule files to load; none by default.")
+
+
 class Prometheus(pulumi.ComponentResource):
     url: pulumi.Output[str]
 
-    def __init__(
-        self,
-        name: str,
-        config: PrometheusConfig,
-        rules: RuleFiles | None = None,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: PrometheusArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:Prometheus", name, None, opts)
-        ns = register(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": config.namespace}},
-            pulumi.ResourceOptions(parent=self),
-        )
-        values = merge_values(prometheus_values(config, rules), config.values)
-        chart(RELEASE, pins.PROMETHEUS, config.namespace, values, pulumi.ResourceOptions(parent=self, depends_on=[ns]))
+        config = args.config
+        waits = own_namespace(config.namespace, self)
+        values = merge_values(prometheus_values(config, args.rules), config.values)
+        chart(RELEASE, pins.PROMETHEUS, config.namespace, values, pulumi.ResourceOptions(parent=self, depends_on=waits))
         self.url = pulumi.Output.from_input(f"{config.url}:{SERVER_PORT}")
         self.register_outputs({"url": self.url})

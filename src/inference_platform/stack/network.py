@@ -2,13 +2,17 @@
 outside the models' namespace) open or accept, and why. platform/network.py builds the
 NetworkPolicies from it; the models' side of the edges that reach them is serving/access.py's.
 
-Read it as the answer to "who talks to whom": each edge is one row of the security review.
+Read it as the answer to "who talks to whom": each edge is one row of the security review. Each
+chart component's rows are one function here, which its entry in stack/platform_components.py
+names; `platform_edges` there writes the rows of the components a stack installs, in order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+import pulumi
 
 from inference_platform.platform import (
     dcgm_exporter,
@@ -65,10 +69,12 @@ def _model_metrics_ports(config: StackConfig) -> tuple[int, ...]:
 
 
 @dataclass
-class _Table:
-    """The rows being written for one stack, and the peers rows share."""
+class EdgeTable:
+    """The rows being written for one stack, the peers rows share, and which chart components the
+    stack installs (their classes: a row that joins two components is written only when both are)."""
 
     config: StackConfig
+    installed: frozenset[type[pulumi.ComponentResource]]
     edges: list[Edge] = field(default_factory=list)
 
     @property
@@ -86,9 +92,9 @@ class _Table:
     @property
     def interceptor(self) -> Pods | None:
         add_on = self.config.http_add_on
-        return (
-            None if add_on is None else Pods.of("keda-http-interceptor", add_on.namespace, keda.INTERCEPTOR_POD_LABELS)
-        )
+        if add_on is None or keda.Keda not in self.installed:
+            return None
+        return Pods.of("keda-http-interceptor", add_on.namespace, keda.INTERCEPTOR_POD_LABELS)
 
     def add(self, source: Peer, destination: Peer, ports: tuple[int, ...], why: str) -> None:
         self.edges.append(Edge(source, destination, ports, why))
@@ -100,11 +106,20 @@ class _Table:
         self.add(self.api_server, pods, (port,), f"the API server calls {what}")
 
     def scraped(self, pods: Pods | AllPods, ports: tuple[int, ...], what: str) -> None:
-        if self.config.platform.prometheus.enabled:
+        if prometheus.Prometheus in self.installed:
             self.add(self.prometheus, pods, ports, f"Prometheus scrapes {what}")
 
+    def queries_prometheus(self, pods: Pods, why: str) -> None:
+        if prometheus.Prometheus in self.installed:
+            self.add(pods, self.prometheus, (prometheus.LISTEN_PORT,), why)
 
-def _istio(table: _Table) -> None:
+    def dns(self) -> list[Edge]:
+        """Every platform namespace's way to the cluster's DNS: the rows written last."""
+        namespaces = sorted({p.namespace for p in pod_groups(self.edges)} - {self.config.namespace})
+        return [Edge(AllPods(ns), AllPods(BUILT_IN_NAMESPACE), (DNS_PORT,), "DNS", ("UDP", "TCP")) for ns in namespaces]
+
+
+def istio_edges(table: EdgeTable) -> None:
     config = table.config
     gateway_ref = config.platform.ingress.gateway
     istiod = Pods.of("istiod", ingress_gateway.ISTIO_NAMESPACE, ingress_gateway.ISTIOD_POD_LABELS)
@@ -125,33 +140,35 @@ def _istio(table: _Table) -> None:
         table.add(gateway, table.models, _model_serving_ports(config), "the gateway routes to models")
     if interceptor is not None:
         table.add(gateway, interceptor, (keda.INTERCEPTOR_PROXY_PORT,), "the gateway routes to sleeping models")
-    if config.platform.grafana.enabled and config.platform.grafana.expose:
-        grafana_pods = Pods.of("grafana", config.platform.grafana.namespace, grafana.POD_LABELS)
-        table.add(gateway, grafana_pods, (grafana.LISTEN_PORT,), "Grafana is exposed")
     table.scraped(gateway, (MERGED_METRICS_PORT,), "the gateway's proxy")
 
 
-def _prometheus(table: _Table) -> None:
-    config, platform = table.config, table.config.platform
+def prometheus_edges(table: EdgeTable) -> None:
+    config = table.config
     table.watches_api(table.prometheus, "discovers its targets (kubernetes_sd)")
     if config.models or config.pipelines:
         table.scraped(table.models, _model_metrics_ports(config), "the models, their sidecars and the comparator")
-    readers: list[tuple[Pods, str]] = []
-    if platform.installs_prometheus_adapter:
-        adapter = Pods.of("prometheus-adapter", platform.prometheus.namespace, prometheus_adapter.POD_LABELS)
-        table.serves_api_server(adapter, prometheus_adapter.API_PORT, "the custom metrics API")
-        table.watches_api(adapter, "serves an aggregated API (delegated auth) and maps metrics to objects")
-        readers.append((adapter, "the adapter turns series into custom metrics"))
-    if platform.grafana.enabled:
-        readers.append((Pods.of("grafana", platform.grafana.namespace, grafana.POD_LABELS), "dashboards query it"))
-    if platform.autoscaler == "keda":
-        operator = Pods.of("keda-operator", platform.keda.namespace, keda.OPERATOR_POD_LABELS)
-        readers.append((operator, "KEDA's triggers query it"))
-    for reader, why in readers:
-        table.add(reader, table.prometheus, (prometheus.LISTEN_PORT,), why)
 
 
-def _metrics_server(table: _Table) -> None:
+def prometheus_adapter_edges(table: EdgeTable) -> None:
+    platform = table.config.platform
+    adapter = Pods.of("prometheus-adapter", platform.prometheus.namespace, prometheus_adapter.POD_LABELS)
+    table.serves_api_server(adapter, prometheus_adapter.API_PORT, "the custom metrics API")
+    table.watches_api(adapter, "serves an aggregated API (delegated auth) and maps metrics to objects")
+    table.queries_prometheus(adapter, "the adapter turns series into custom metrics")
+
+
+def grafana_edges(table: EdgeTable) -> None:
+    config = table.config.platform.grafana
+    pods = Pods.of("grafana", config.namespace, grafana.POD_LABELS)
+    table.queries_prometheus(pods, "dashboards query it")
+    if config.expose and ingress_gateway.IngressGateway in table.installed:
+        gateway_ref = table.config.platform.ingress.gateway
+        gateway = Pods.of("ingress-gateway", gateway_ref.namespace, gateway_ref.selector)
+        table.add(gateway, pods, (grafana.LISTEN_PORT,), "Grafana is exposed")
+
+
+def metrics_server_edges(table: EdgeTable) -> None:
     network = table.config.platform.network
     server = Pods.of("metrics-server", table.config.platform.metrics_server.namespace, metrics_server.POD_LABELS)
     table.serves_api_server(server, metrics_server.API_PORT, "the resource metrics API")
@@ -160,11 +177,17 @@ def _metrics_server(table: _Table) -> None:
     table.add(server, kubelets, tuple(network.kubelets.ports), "metrics-server reads the kubelets")
 
 
-def _keda(table: _Table) -> None:
+def dcgm_exporter_edges(table: EdgeTable) -> None:
+    exporter = Pods.of("dcgm-exporter", table.config.platform.dcgm_exporter.namespace, dcgm_exporter.POD_LABELS)
+    table.scraped(exporter, (dcgm_exporter.PORT,), "dcgm-exporter's GPU metrics")
+
+
+def keda_edges(table: EdgeTable) -> None:
     namespace = table.config.platform.keda.namespace
     operator = Pods.of("keda-operator", namespace, keda.OPERATOR_POD_LABELS)
     metrics_api = Pods.of("keda-metrics-apiserver", namespace, keda.METRICS_API_POD_LABELS)
     admission = Pods.of("keda-admission", namespace, keda.ADMISSION_POD_LABELS)
+    table.queries_prometheus(operator, "KEDA's triggers query it")
     table.watches_api(operator, "watches ScaledObjects and scales their targets")
     table.serves_api_server(metrics_api, keda.METRICS_API_PORT, "the external metrics API")
     table.watches_api(metrics_api, "serves an aggregated API (delegated auth)")
@@ -186,7 +209,13 @@ def _keda(table: _Table) -> None:
     table.scraped(interceptor, (MERGED_METRICS_PORT,), "the interceptor's sidecar")
 
 
-def _hami(table: _Table) -> None:
+def leader_worker_set_edges(table: EdgeTable) -> None:
+    controller = Pods.of("lws-controller", leader_worker_set.NAMESPACE, leader_worker_set.POD_LABELS)
+    table.serves_api_server(controller, leader_worker_set.WEBHOOK_PORT, "LWS's webhooks and CRD conversion")
+    table.watches_api(controller, "creates groups' pods and Services")
+
+
+def hami_edges(table: EdgeTable) -> None:
     namespace = table.config.platform.hami.namespace
     scheduler = Pods.of("hami-scheduler", namespace, hami.SCHEDULER_POD_LABELS)
     device_plugin = Pods.of("hami-device-plugin", namespace, hami.DEVICE_PLUGIN_POD_LABELS)
@@ -197,29 +226,3 @@ def _hami(table: _Table) -> None:
         Pods.of("hami-admission-jobs", namespace, hami.ADMISSION_JOB_POD_LABELS), "writes its certificate"
     )
     table.scraped(device_plugin, (hami.MONITOR_PORT,), "HAMi's per-container GPU metrics")
-
-
-def platform_edges(config: StackConfig) -> list[Edge]:
-    """The table, for one stack: only the rows of what the stack installs."""
-    platform = config.platform
-    table = _Table(config)
-    if platform.ingress.enabled:
-        _istio(table)
-    if platform.prometheus.enabled:
-        _prometheus(table)
-    if config.installs_metrics_server:
-        _metrics_server(table)
-    if platform.dcgm_exporter.enabled:
-        exporter = Pods.of("dcgm-exporter", platform.dcgm_exporter.namespace, dcgm_exporter.POD_LABELS)
-        table.scraped(exporter, (dcgm_exporter.PORT,), "dcgm-exporter's GPU metrics")
-    if platform.autoscaler == "keda":
-        _keda(table)
-    if config.installs_leader_worker_set:
-        controller = Pods.of("lws-controller", leader_worker_set.NAMESPACE, leader_worker_set.POD_LABELS)
-        table.serves_api_server(controller, leader_worker_set.WEBHOOK_PORT, "LWS's webhooks and CRD conversion")
-        table.watches_api(controller, "creates groups' pods and Services")
-    if platform.hami.enabled and platform.kubernetes_version is not None:
-        _hami(table)
-    namespaces = sorted({p.namespace for p in pod_groups(table.edges)} - {config.namespace})
-    dns = [Edge(AllPods(ns), AllPods(BUILT_IN_NAMESPACE), (DNS_PORT,), "DNS", ("UDP", "TCP")) for ns in namespaces]
-    return table.edges + dns
