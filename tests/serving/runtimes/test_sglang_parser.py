@@ -5,7 +5,6 @@ SGLang pins its own torch, so its parser runs in .venv-sglang (built by `make te
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from inference_platform import pins
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.runtimes.sglang import SGLangModel
 from tests.conftest import ROOT
+from tests.serving.runtimes.parser_process import ParserProcess
 
 pytestmark = pytest.mark.slow
 
@@ -24,17 +24,11 @@ PARSE = Path(__file__).with_name("sglang_parse.py")
 VERSIONS = [{"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 100}]
 
 
+PARSER = ParserProcess(SGLANG_PYTHON, PARSE, "SGLang's parser lives in .venv-sglang: run `make test`, which builds it")
+
+
 def parse(argv: list[str]) -> dict[str, Any]:
-    assert SGLANG_PYTHON.exists(), "SGLang's parser lives in .venv-sglang: run `make test`, which builds it"
-    done = subprocess.run(
-        [str(SGLANG_PYTHON), str(PARSE)],
-        input=json.dumps(argv),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = PARSER.ask(argv)
     return result
 
 

@@ -5,7 +5,6 @@ vLLM's pins clash with MLServer's, so its parser runs in .venv-vllm (built by `m
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from inference_platform import pins
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.runtimes.vllm import VLLMModel
 from tests.conftest import ROOT
+from tests.serving.runtimes.parser_process import ParserProcess
 
 pytestmark = pytest.mark.slow
 
@@ -24,17 +24,11 @@ VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 PARSE = Path(__file__).with_name("vllm_parse.py")
 
 
+PARSER = ParserProcess(VLLM_PYTHON, PARSE, "vLLM's parser lives in .venv-vllm: run `make test`, which builds it")
+
+
 def run_parser(given: Any, fields: tuple[str, ...]) -> Any:
-    assert VLLM_PYTHON.exists(), "vLLM's parser lives in .venv-vllm: run `make test`, which builds it"
-    done = subprocess.run(
-        [str(VLLM_PYTHON), str(PARSE), *fields],
-        input=json.dumps(given),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return PARSER.ask({"given": given, "fields": list(fields)})
 
 
 def parse(argv: list[str], *fields: str) -> dict[str, Any]:
@@ -43,7 +37,7 @@ def parse(argv: list[str], *fields: str) -> dict[str, Any]:
 
 
 def parse_all(argvs: list[list[str]], *fields: str) -> list[dict[str, Any]]:
-    """Several command lines in one run of the parser (importing vLLM takes most of the time)."""
+    """Several command lines in one request."""
     result: list[dict[str, Any]] = run_parser(argvs, fields)
     return result
 
