@@ -64,11 +64,13 @@ helm: tools/bin/helm
 render: $(BIN)/.installed tools/bin/helm
 	$(BIN)/inference-platform render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR))
 
-# The environments build in parallel (each install waits on the network as much as on a core),
-# then the checks run one after another, the tests on every core.
+# The environments build in parallel (each install waits on the disk and the network as much as
+# on a core), and the checks that need only the main one (ruff, mypy, the import contracts, the
+# docs) run beside the others' installs; then the tests on every core. Each target's output is
+# printed whole when it ends (--output-sync).
 test:
-	$(MAKE) --no-print-directory -j4 setup
-	$(MAKE) --no-print-directory lint typecheck docs unit
+	$(MAKE) --no-print-directory -j4 --output-sync=target setup lint typecheck docs
+	$(MAKE) --no-print-directory unit
 
 setup: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm
 
