@@ -40,6 +40,19 @@ os.environ[NO_CHARTS_ENV] = "1"
 os.environ.pop(CHARTS_DIR_ENV, None)
 # The pinned chart tarballs beside the checkout, as in CI (see ../shared/charts/README.md).
 SHARED_CHARTS_DIR = ROOT.parent / "shared" / "charts"
+# Upstream facts as their owners publish them, beside the checkout as in CI (../shared/README.md):
+# for tests only, never read by the program.
+SHARED_DIR = Path(os.environ.get("INFRA_TEST_SHARED_DIR") or ROOT.parent / "shared")
+
+
+def shared_path(relative: str) -> Path:
+    """A file or directory of ../shared, or a skip that names what is missing and why it is needed."""
+    path = SHARED_DIR / relative
+    if not path.exists():
+        pytest.skip(f"{path} is absent: the upstream files this test checks against are in ../shared (CI has them)")
+    return path
+
+
 CHART_PINS = [pin for pin in vars(pins).values() if isinstance(pin, ChartPin)]
 
 

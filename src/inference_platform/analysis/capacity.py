@@ -14,6 +14,13 @@ them: memory within one GPU's (times `deviceMemoryScaling`), cores within 100 % 
 `deviceCoreScaling`), at most `deviceSplitCount` slices a GPU, and the slices of one pod on
 distinct GPUs. That is an estimate, not a schedule: a real scheduler may pack tighter, or fail
 through fragmentation across nodes.
+
+Ascend NPUs (`npu`) are counted apart, per chip type, against `platform.npuNodes.pools`:
+- `exclusive`: `count` whole cards a pod (a multi-node replica: per pod of the group).
+- `vnpu` with template (hard) slicing: what HAMi gives, not what was asked: the memory request
+  rounded up to the first template that holds it (`platform/ascend.py`), a whole card when none
+  does or none is asked; packed by the template's AI cores and memory.
+- `vnpu` with soft slicing: the exact memory (of the card's allocatable memory) and `cores` percent.
 """
 
 from __future__ import annotations
@@ -23,12 +30,15 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
+from inference_platform.platform.ascend import CHIPS
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.hami import Sharing
+from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.serving.gpu import ExclusiveGpu, SharedGpu, VirtualGpu
 from inference_platform.serving.model_spec import ModelSpecBase
+from inference_platform.serving.npu import NpuSpec
 
-Mode = Literal["none", "exclusive", "vgpu", "shared"]
+Mode = Literal["none", "exclusive", "vgpu", "shared", "vnpu"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,22 @@ def slice_of(spec: VirtualGpu, nodes: GpuNodes) -> Slice:
     return Slice(memory=min(memory, Fraction(1)), cores=Fraction(spec.cores or 0, 100))
 
 
+def npu_slice(spec: NpuSpec) -> Slice | None:
+    """The share of one card a vNPU holds; None for whole cards."""
+    chip = spec.chip
+    if spec.mode != "vnpu":
+        return None
+    if spec.slicing == "soft":
+        memory = Fraction(spec.memory_mib, chip.memory_allocatable_mib) if spec.memory_mib else Fraction(1)
+        return Slice(memory=min(memory, Fraction(1)), cores=Fraction(spec.cores or 0, 100))
+    template = spec.template
+    if template is None:
+        return None  # no memory asked, or more than every template holds: a whole card
+    return Slice(
+        memory=Fraction(template.memory_mib, chip.memory_capacity_mib), cores=Fraction(template.ai_core, chip.ai_core)
+    )
+
+
 def pack(pods: Sequence[tuple[int, Slice]], sharing: Sharing) -> int:
     """Physical GPUs for vGPU pods, each given as (slice count, slice): first-fit decreasing."""
     order = sorted(range(len(pods)), key=lambda i: (pods[i][1].memory, pods[i][1].cores, pods[i][0]), reverse=True)
@@ -97,6 +123,34 @@ class ModelPlan:
     awake: float
     """With one pod of every version that sleeps at zero awake (the others at their minimum)."""
     peak: float
+    device: str | None = None
+    """The NPU type of an Ascend model (its mode is then exclusive or vnpu); None for GPUs."""
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """The NPUs of one type the models hold, against those the cluster declares."""
+
+    min: int
+    awake: int
+    peak: int
+    declared: int | None
+
+    def fits(self, stage: str) -> bool | None:
+        return None if self.declared is None else int(getattr(self, stage)) <= self.declared
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "min": self.min,
+            "awake": self.awake,
+            "peak": self.peak,
+            "declared": self.declared,
+            "fits": {stage: self.fits(stage) for stage in STAGES},
+        }
+
+    def headline(self, device: str) -> str:
+        of = f" of {self.declared} declared" if self.declared is not None else " (none declared)"
+        return f"NPUs {device}: {self.min} at minimum replicas, {self.awake} awake, {self.peak} at peak{of}"
 
 
 @dataclass(frozen=True)
@@ -107,6 +161,8 @@ class Plan:
     declared: int | None
     models: dict[str, ModelPlan]
     notes: tuple[str, ...] = ()
+    npus: dict[str, DevicePlan] = field(default_factory=dict)
+    """Ascend NPUs by type, apart from GPUs; empty when no model uses them."""
 
     @property
     def fits_min(self) -> bool | None:
@@ -121,19 +177,25 @@ class Plan:
         return None if self.declared is None else self.gpus_peak <= self.declared
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "gpus": {"min": self.gpus_min, "awake": self.gpus_awake, "peak": self.gpus_peak},
             "declared": self.declared,
             "fits": {"min": self.fits_min, "awake": self.fits_awake, "peak": self.fits_peak},
             "models": {
                 name: {"mode": plan.mode, "min": plan.min, "awake": plan.awake, "peak": plan.peak}
+                | ({"device": plan.device} if plan.device is not None else {})
                 for name, plan in self.models.items()
             },
         }
+        if self.npus:
+            out["npus"] = {device: npus.as_json() for device, npus in self.npus.items()}
+        return out
 
     def headline(self) -> str:
         of = f" of {self.declared} declared" if self.declared is not None else " (no GPUs declared)"
-        return f"GPUs: {self.gpus_min} at minimum replicas, {self.gpus_awake} awake, {self.gpus_peak} at peak{of}"
+        lines = [f"GPUs: {self.gpus_min} at minimum replicas, {self.gpus_awake} awake, {self.gpus_peak} at peak{of}"]
+        lines += [npus.headline(device) for device, npus in self.npus.items()]
+        return "\n".join(lines)
 
 
 def replicas(model: ModelSpecBase, version: Any) -> tuple[int, int, int]:
@@ -146,12 +208,57 @@ def replicas(model: ModelSpecBase, version: Any) -> tuple[int, int, int]:
     return fixed, fixed, fixed
 
 
-def plan(models: Sequence[ModelSpecBase], nodes: GpuNodes, sharing: Sharing, declared: int | None) -> Plan:
+def npu_plan(models: Sequence[ModelSpecBase], nodes: NpuNodes) -> tuple[dict[str, DevicePlan], dict[str, ModelPlan]]:
+    """The NPUs of each type the Ascend models hold, and each model's share."""
+    whole: dict[str, dict[str, int]] = {}
+    virtual: dict[str, dict[str, list[tuple[int, Slice]]]] = {}
+    per_model: dict[str, ModelPlan] = {}
+    for model in models:
+        spec = model.npu
+        if spec is None:
+            continue
+        kind = whole.setdefault(spec.type, dict.fromkeys(STAGES, 0))
+        slices = virtual.setdefault(spec.type, {stage: [] for stage in STAGES})
+        piece = npu_slice(spec)
+        totals = dict.fromkeys(STAGES, Fraction(0))
+        for version in model.versions:
+            for key, groups in zip(STAGES, replicas(model, version), strict=True):
+                pods = groups * model.group_size
+                if piece is None:
+                    kind[key] += pods * spec.count
+                    totals[key] += pods * spec.count
+                else:
+                    slices[key] += [(spec.count, piece)] * pods
+                    totals[key] += pods * spec.count * max(piece.memory, piece.cores)
+        mode: Mode = "vnpu" if spec.mode == "vnpu" else "exclusive"
+        low, awake, peak = (round(float(totals[stage]), 2) for stage in STAGES)
+        per_model[model.name] = ModelPlan(mode, low, awake, peak, device=spec.type)
+    devices = {}
+    for device in sorted(whole):
+        # At most one vNPU per AI core on a card: the smallest template takes at least one.
+        chip_sharing = Sharing(split_count=CHIPS[device].ai_core)
+        low, awake, peak = (whole[device][stage] + pack(virtual[device][stage], chip_sharing) for stage in STAGES)
+        pool = nodes.pool(device)
+        devices[device] = DevicePlan(low, awake, peak, declared=None if pool is None else pool.declared)
+    return devices, per_model
+
+
+def plan(
+    models: Sequence[ModelSpecBase],
+    nodes: GpuNodes,
+    sharing: Sharing,
+    declared: int | None,
+    npu_nodes: NpuNodes | None = None,
+) -> Plan:
     whole = dict.fromkeys(STAGES, 0)
     virtual: dict[str, list[tuple[int, Slice]]] = {stage: [] for stage in STAGES}
     per_model: dict[str, ModelPlan] = {}
     notes: list[str] = []
+    npus, npu_models = npu_plan(models, npu_nodes or NpuNodes())
     for model in models:
+        if model.npu is not None:
+            per_model[model.name] = npu_models[model.name]
+            continue
         spec = model.gpu
         totals = dict.fromkeys(STAGES, Fraction(0))
         for version in model.versions:
@@ -168,7 +275,8 @@ def plan(models: Sequence[ModelSpecBase], nodes: GpuNodes, sharing: Sharing, dec
             notes.append(f"{model.name} shares GPUs outside the scheduler (gpu: shared): not counted")
         if isinstance(spec, VirtualGpu) and spec.memory_mib is not None and not nodes.memory_mib:
             notes.append(f"{model.name}: GPU memory unknown (platform.gpuNodes.memoryMib), each vGPU counted whole")
-        per_model[model.name] = ModelPlan(spec.mode, *(round(float(totals[stage]), 2) for stage in STAGES))
+        low, awake, peak = (round(float(totals[stage]), 2) for stage in STAGES)
+        per_model[model.name] = ModelPlan(spec.mode, low, awake, peak)
     return Plan(
         gpus_min=whole["min"] + pack(virtual["min"], sharing),
         gpus_awake=whole["awake"] + pack(virtual["awake"], sharing),
@@ -176,4 +284,5 @@ def plan(models: Sequence[ModelSpecBase], nodes: GpuNodes, sharing: Sharing, dec
         declared=declared,
         models=per_model,
         notes=tuple(notes),
+        npus=npus,
     )

@@ -115,6 +115,9 @@ def _print_capacity(plan: Plan) -> None:
 def _print_capacity_notes(plan: Plan) -> None:
     if plan.fits_peak is False:
         print(f"warning: at peak the models need {plan.gpus_peak} GPUs, more than the {plan.declared} declared")
+    for device, npus in plan.npus.items():
+        if npus.fits("peak") is False:
+            print(f"warning: at peak the models need {npus.peak} {device} NPUs, more than the {npus.declared} declared")
     for note in plan.notes:
         print(f"note: {note}")
 
@@ -139,7 +142,9 @@ def _capacity(args: argparse.Namespace) -> ExitCode:
         return ExitCode.OK
     table = Table("model", "mode", "min GPUs", "awake GPUs", "peak GPUs")
     for name, model in plan.models.items():
-        table.add_row(name, model.mode, f"{model.min:g}", f"{model.awake:g}", f"{model.peak:g}")
+        # An Ascend model's figures are NPUs of its type, counted apart from GPUs.
+        mode = model.mode if model.device is None else f"{model.mode} {model.device} NPUs"
+        table.add_row(name, mode, f"{model.min:g}", f"{model.awake:g}", f"{model.peak:g}")
     _console(120).print(table)
     _print_capacity(plan)
     return ExitCode.OK

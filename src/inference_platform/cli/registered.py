@@ -9,6 +9,7 @@ written (serving/inference_service/component.py); HAMi's sharing settings are it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
@@ -20,7 +21,8 @@ from inference_platform.analysis.capacity import Plan, plan
 from inference_platform.cli.render import RenderResult
 from inference_platform.platform import hami
 from inference_platform.platform.gpu_nodes import GpuNodes
-from inference_platform.serving.inference_service.component import GPU_NODES_OUTPUT, MODEL_OUTPUT
+from inference_platform.platform.npu_nodes import NpuNodes
+from inference_platform.serving.inference_service.component import GPU_NODES_OUTPUT, MODEL_OUTPUT, NPU_NODES_OUTPUT
 from inference_platform.serving.runtimes import ModelSpec
 
 COMPONENT = "InferenceService"
@@ -32,13 +34,23 @@ _MODEL: TypeAdapter[ModelSpec] = TypeAdapter(ModelSpec)
 
 def registered_services(result: RenderResult) -> list[tuple[ModelSpec, GpuNodes]]:
     """The model and GPU nodes of every InferenceService the program registered, in order."""
+    return [(model, gpu_nodes) for model, gpu_nodes, _ in _registered(result)]
+
+
+def _registered(result: RenderResult) -> list[tuple[ModelSpec, GpuNodes, NpuNodes | None]]:
+    """The model, GPU nodes and (an Ascend model's) NPU nodes of every InferenceService registered."""
     services = []
     for registration in result.registrations:
         outputs = result.component_outputs.get(registration.urn) or {}
         if registration.custom or registration.type.rsplit(":", 1)[-1] != COMPONENT or MODEL_OUTPUT not in outputs:
             continue
+        npu_nodes = outputs.get(NPU_NODES_OUTPUT)
         services.append(
-            (_MODEL.validate_python(outputs[MODEL_OUTPUT]), GpuNodes.model_validate(outputs.get(GPU_NODES_OUTPUT, {})))
+            (
+                _MODEL.validate_python(outputs[MODEL_OUTPUT]),
+                GpuNodes.model_validate(outputs.get(GPU_NODES_OUTPUT, {})),
+                None if npu_nodes is None else NpuNodes.model_validate(npu_nodes),
+            )
         )
     return services
 
@@ -73,10 +85,13 @@ def registered_sharing(result: RenderResult) -> hami.Sharing:
 def registered_capacity(result: RenderResult) -> Plan:
     """The GPU plan (analysis/capacity.py) of the models the program registered, against the GPUs
     their GPU nodes declare."""
-    services = registered_services(result)
+    services = _registered(result)
     nodes = services[0][1] if services else GpuNodes()
-    found = plan([model for model, _ in services], nodes, registered_sharing(result), nodes.declared)
-    if any(other != nodes for _, other in services):
-        notes = (*found.notes, "the models' InferenceServices declare different gpuNodes: planned with the first's")
-        return Plan(found.gpus_min, found.gpus_awake, found.gpus_peak, found.declared, found.models, notes)
-    return found
+    npu_nodes = next((npus for _, _, npus in services if npus is not None), NpuNodes())
+    found = plan([model for model, _, _ in services], nodes, registered_sharing(result), nodes.declared, npu_nodes)
+    notes = list(found.notes)
+    if any(other != nodes for _, other, _ in services):
+        notes.append("the models' InferenceServices declare different gpuNodes: planned with the first's")
+    if any(npus not in (None, npu_nodes) for _, _, npus in services):
+        notes.append("the models' InferenceServices declare different npuNodes: planned with the first's")
+    return dataclasses.replace(found, notes=tuple(notes))

@@ -26,6 +26,26 @@ class GpuMode(str, Enum):
     Shared = "shared"
 
 
+class NpuType(str, Enum):
+    Ascend910A = "Ascend910A"
+    Ascend910B2 = "Ascend910B2"
+    Ascend910B3 = "Ascend910B3"
+    Ascend910B41 = "Ascend910B4-1"
+    Ascend910B4 = "Ascend910B4"
+    Ascend310P = "Ascend310P"
+    Ascend910C = "Ascend910C"
+
+
+class NpuMode(str, Enum):
+    Exclusive = "exclusive"
+    Vnpu = "vnpu"
+
+
+class NpuSlicing(str, Enum):
+    Template = "template"
+    Soft = "soft"
+
+
 class AutoscalingWake(str, Enum):
     Hold = "hold"
     Respond = "respond"
@@ -125,6 +145,16 @@ class TolerationEffect(str, Enum):
     NoExecute = "NoExecute"
 
 
+class NpuPoolType(str, Enum):
+    Ascend910A = "Ascend910A"
+    Ascend910B2 = "Ascend910B2"
+    Ascend910B3 = "Ascend910B3"
+    Ascend910B41 = "Ascend910B4-1"
+    Ascend910B4 = "Ascend910B4"
+    Ascend310P = "Ascend310P"
+    Ascend910C = "Ascend910C"
+
+
 class PlatformAutoscaler(str, Enum):
     Hpa = "hpa"
     Keda = "keda"
@@ -196,6 +226,23 @@ class Gpu(TypedDict):
     """Share of the device's compute (SMs) in percent. Only with mode vgpu."""
     visible_devices: NotRequired[str]
     """'all', device indices (0,1) or GPU UUIDs. Default: \"all\". Only with mode shared."""
+
+
+class NpuSpec(TypedDict):
+    """Ascend NPUs for each pod, of one chip type."""
+
+    type: NpuType
+    """The chip, as HAMi names it: Ascend910A, Ascend910B2, Ascend910B3, Ascend910B4, Ascend910B4-1, Ascend310P or Ascend910C; pods ask for huawei.com/<type>."""
+    mode: NotRequired[NpuMode]
+    """exclusive: whole NPUs; vnpu: virtual NPUs, a share of a card's memory (and AI cores). Default: \"exclusive\"."""
+    count: NotRequired[int]
+    """NPUs (or vNPUs) per pod. Default: 1."""
+    memory_mib: NotRequired[int]
+    """Device memory per vNPU in MiB (huawei.com/<type>-memory); hard slicing rounds it up to the first template that holds it. Unset: a whole card. Only with mode vnpu."""
+    cores: NotRequired[int]
+    """Share of a card's AI cores in percent (huawei.com/<type>-core). Only with slicing soft."""
+    slicing: NotRequired[NpuSlicing]
+    """How vNPUs are cut: template (HAMi's hard templates) or soft (hami-vnpu-core: exact memory, a share of cores; needs platform.npuNodes.softSlicing or the node's hami-vnpu-core annotation). Only with mode vnpu. Default: \"template\"."""
 
 
 class AutoscalingSpec(TypedDict):
@@ -441,6 +488,8 @@ class Model(TypedDict):
     """Appended to the generated server arguments."""
     gpu: NotRequired[Gpu]
     """none, exclusive, vgpu or shared: a mode alone (gpu: exclusive) or {mode, ...} with its settings."""
+    npu: NotRequired[NpuSpec]
+    """Ascend NPUs through HAMi instead of NVIDIA GPUs: a chip type alone (npu: Ascend910B3, one whole NPU) or {type, mode, count, ...}; runtimes mindie, vllm and custom."""
     autoscaling: NotRequired[AutoscalingSpec]
     """Scales every version between minReplicas and maxReplicas."""
     transformer: NotRequired[TransformerSpec]
@@ -749,6 +798,34 @@ class GpuNodes(TypedDict):
     """The node label a multi-node group stays within (LeaderWorkerSet's exclusive topology: one group per domain, e.g. a rack's or an NVLink clique's label); null places groups anywhere. Default: \"topology.kubernetes.io/zone\"."""
 
 
+class NpuPool(TypedDict):
+    """Nodes of one NPU type, for the capacity plan."""
+
+    type: NpuPoolType
+    """The chip, as HAMi names it (Ascend910B3, Ascend310P, ...)."""
+    count: int
+    """Nodes with this chip."""
+    npus_per_node: int
+    """NPUs on each of them."""
+
+
+class NpuNodes(TypedDict):
+    """Where Ascend NPU pods run: the node labels to select, the taints to tolerate, the runtime class that mounts the devices."""
+
+    node_selector: NotRequired[dict[str, str]]
+    """Node labels NPU pods (and the Ascend device plugin) select; ascend=on is HAMi's."""
+    tolerations: NotRequired[list[Toleration]]
+    """Taints of the NPU nodes that NPU pods and the device plugin tolerate."""
+    runtime_class_name: NotRequired[str]
+    """The RuntimeClass of Ascend Docker Runtime (installed with the device plugin) NPU pods run with. Default: \"ascend\"."""
+    soft_slicing: NotRequired[bool]
+    """HAMi's hami-vnpu-core on every NPU node (devices.ascend.hamiVnpuCore): lets vNPU models use slicing: soft; a node's hami-vnpu-core annotation overrides it. Default: false."""
+    group_topology_key: NotRequired[str]
+    """The node label a multi-node group stays within (one group per domain); null places groups anywhere. Default: \"topology.kubernetes.io/zone\"."""
+    pools: NotRequired[list[NpuPool]]
+    """The cluster's NPU nodes by chip, for the capacity plan: [{type, count, npusPerNode}]."""
+
+
 class KedaConfig(TypedDict):
     namespace: NotRequired[str]
     """KEDA's namespace, and its HTTP add-on's. Default: \"keda\"."""
@@ -812,9 +889,11 @@ class PlatformConfig(TypedDict):
     dcgm_exporter: NotRequired[DcgmExporterConfig]
     """NVIDIA dcgm-exporter: per-GPU metrics on GPU nodes (off by default)."""
     hami: NotRequired[HamiConfig]
-    """HAMi: GPU sharing, required for gpu: vgpu (off by default)."""
+    """HAMi: GPU sharing, required for gpu: vgpu and for Ascend NPUs (off by default)."""
     gpu_nodes: NotRequired[GpuNodes]
     """How GPU pods find and tolerate GPU nodes."""
+    npu_nodes: NotRequired[NpuNodes]
+    """How Ascend NPU pods find and tolerate NPU nodes, their runtime class, and the NPUs declared."""
     autoscaler: NotRequired[PlatformAutoscaler]
     """hpa: an HPA per autoscaled version, custom metrics from prometheus-adapter; keda: a KEDA ScaledObject instead (KEDA installed), which also lets models sleep at zero (minReplicas 0). Default: \"hpa\"."""
     keda: NotRequired[KedaConfig]
@@ -958,6 +1037,7 @@ class InferenceServiceArgs(TypedDict):
     url_scheme: NotRequired[str]
     """Default: \"http\"."""
     gpu_nodes: NotRequired[GpuNodes]
+    npu_nodes: NotRequired[NpuNodes]
     storage: NotRequired[StorageAccess]
     """Credentials for downloaded model files."""
     metrics_scraper: NotRequired[MetricsScraper]

@@ -14,20 +14,26 @@ from inference_platform.config.base import ConfigModel, config_problems
 from inference_platform.config.errors import Discriminated
 from inference_platform.platform.gpu_nodes import GPU_RESOURCE, GpuNodes
 from inference_platform.platform.hami import GPU_CORES_RESOURCE, GPU_MEMORY_PERCENT_RESOURCE, GPU_MEMORY_RESOURCE
+from inference_platform.platform.npu_nodes import NpuNodes
 
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 
 
 @dataclass(frozen=True)
 class GpuPlacement:
-    """What a GPU mode adds to a pod: resource limits, environment, node selection."""
+    """What an accelerator mode (GPU or NPU) adds to a pod: resource limits, environment, node
+    selection, the container runtime, pod annotations."""
 
     limits: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    nodes: GpuNodes | None = None
+    nodes: GpuNodes | NpuNodes | None = None
+    runtime_class_name: str | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
 
     def pod_fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {}
+        if self.runtime_class_name is not None:
+            fields["runtimeClassName"] = self.runtime_class_name
         if self.nodes is not None and self.nodes.node_selector:
             fields["nodeSelector"] = dict(sorted(self.nodes.node_selector.items()))
         if self.nodes is not None and self.nodes.tolerations:

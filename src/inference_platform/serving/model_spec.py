@@ -24,11 +24,14 @@ from inference_platform.config.base import (
     duplicate_problems,
     duration_nanoseconds,
 )
+from inference_platform.platform import ascend
 from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.serving.analysis_spec import AnalysisSpec, PayloadProtocol, current_protocol
 from inference_platform.serving.autoscaling import AutoscalingSpec
-from inference_platform.serving.gpu import GpuSpec, NoGpu
+from inference_platform.serving.gpu import GpuPlacement, GpuSpec, NoGpu
 from inference_platform.serving.model_storage import ModelUri
+from inference_platform.serving.npu import NpuField
 from inference_platform.serving.protection import Protection
 from inference_platform.serving.server_plan import ExampleRequest, ServerPlan
 
@@ -187,6 +190,8 @@ class ModelSpecBase(ConfigModel):
     """How the payload comparator reads the server's answers."""
     QUEUE_METRIC: ClassVar[str | None] = None
     """The server's gauge of requests waiting in its queue, as it exports it: what autoscaling.queueDepth reads."""
+    USES_NPUS: ClassVar[bool] = False
+    """Whether the server runs on Ascend NPUs (`npu`)."""
 
     name: DNS1035Label = Field(description="Served at <name>.<domain>; also the Kubernetes name prefix.")
     runtime: str
@@ -209,6 +214,11 @@ class ModelSpecBase(ConfigModel):
     gpu: GpuSpec = Field(
         default=NoGpu(),
         description="none, exclusive, vgpu or shared: a mode alone (gpu: exclusive) or {mode, ...} with its settings.",
+    )
+    npu: NpuField = Field(
+        default=None,
+        description="Ascend NPUs through HAMi instead of NVIDIA GPUs: a chip type alone (npu: Ascend910B3, one "
+        "whole NPU) or {type, mode, count, ...}; runtimes mindie, vllm and custom.",
     )
     autoscaling: AutoscalingSpec = Field(
         default=AutoscalingSpec(), description="Scales every version between minReplicas and maxReplicas."
@@ -258,6 +268,7 @@ class ModelSpecBase(ConfigModel):
                 problems.append(
                     ("transformer.port", f"{port} is taken in the pod (the server uses {taken}, Istio 15000-15099)")
                 )
+        problems += self._npu_problems()
         problems += self._autoscaling_problems()
         if self.analysis.payloads.enabled and not self.mirrors:
             problems.append(
@@ -301,9 +312,36 @@ class ModelSpecBase(ConfigModel):
                 )
         return problems
 
+    def _npu_problems(self) -> list[tuple[str, str]]:
+        if self.npu is None:
+            return []
+        problems = []
+        if not self.USES_NPUS:
+            problems.append(("npu", f"{self.runtime} cannot use Ascend NPUs: use runtime mindie, vllm or custom"))
+        if "gpu" in self.model_fields_set:
+            problems.append(("gpu", "an Ascend model takes no NVIDIA GPU settings: drop gpu, npu gives its devices"))
+        env = [(f"env[{i}]", e) for i, e in enumerate(self.env)]
+        env += [(f"versions[{v}].env[{i}]", e) for v, ver in enumerate(self.versions) for i, e in enumerate(ver.env)]
+        problems += [
+            (f"{path}.name", f"{e.name} is set by HAMi's Ascend device plugin to the devices it allocated: drop it")
+            for path, e in env
+            if e.name in ascend.VISIBLE_DEVICES_ENV
+        ]
+        return problems
+
     def _autoscaling_problems(self) -> list[tuple[str, str]]:
         problems = []
-        if self.autoscaling.gpu_utilization is not None and self.gpu.mode == "none":
+        if self.autoscaling.gpu_utilization is not None and self.npu is not None:
+            if self.npu.mode != "vnpu" or self.npu.slicing != "soft":
+                problems.append(
+                    (
+                        "autoscaling.gpuUtilization",
+                        "nothing reports one pod's NPU use here: HAMi's Ascend device plugin exports per-container "
+                        "utilisation only under soft slicing (npu mode vnpu, slicing soft), and dcgm-exporter is "
+                        "NVIDIA's; scale on requestsPerSecond or queueDepth",
+                    )
+                )
+        elif self.autoscaling.gpu_utilization is not None and self.gpu.mode == "none":
             problems.append(("autoscaling.gpuUtilization", "the model has no GPU to measure: set gpu, or drop this"))
         elif self.autoscaling.gpu_utilization is not None and self.gpu.mode == "shared":
             problems.append(
@@ -345,6 +383,15 @@ class ModelSpecBase(ConfigModel):
             for i, version in enumerate(self.versions)
             if version.number is None
         ]
+
+    @property
+    def accelerator_count(self) -> int | None:
+        """The GPUs or NPUs each pod gets (None when a shared GPU shows the pod all of a node's)."""
+        return self.npu.count if self.npu is not None else self.gpu.device_count
+
+    def placement(self, gpu_nodes: GpuNodes, npu_nodes: NpuNodes) -> GpuPlacement:
+        """What the model's accelerators add to each pod: its NPUs, or its GPU mode's."""
+        return self.npu.placement(npu_nodes) if self.npu is not None else self.gpu.placement(gpu_nodes)
 
     @property
     def group_size(self) -> int:

@@ -43,6 +43,7 @@ from inference_platform.platform.leader_worker_set import NAMESPACE as LWS_NAMES
 from inference_platform.platform.leader_worker_set import LeaderWorkerSetConfig
 from inference_platform.platform.metrics_server import MetricsServerConfig
 from inference_platform.platform.network import NetworkConfig
+from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.platform.prometheus import SERVER_PORT, PrometheusConfig
 from inference_platform.platform.prometheus_adapter import PrometheusAdapterConfig
 from inference_platform.serving.gpu import GPU_MODE_UNION, VirtualGpu
@@ -88,9 +89,14 @@ class PlatformConfig(ConfigModel):
         description="NVIDIA dcgm-exporter: per-GPU metrics on GPU nodes (off by default).",
     )
     hami: HamiConfig = Field(
-        default_factory=HamiConfig, description="HAMi: GPU sharing, required for gpu: vgpu (off by default)."
+        default_factory=HamiConfig,
+        description="HAMi: GPU sharing, required for gpu: vgpu and for Ascend NPUs (off by default).",
     )
     gpu_nodes: GpuNodes = Field(default_factory=GpuNodes, description="How GPU pods find and tolerate GPU nodes.")
+    npu_nodes: NpuNodes = Field(
+        default_factory=NpuNodes,
+        description="How Ascend NPU pods find and tolerate NPU nodes, their runtime class, and the NPUs declared.",
+    )
     autoscaler: Literal["hpa", "keda"] = Field(
         default="hpa",
         description="hpa: an HPA per autoscaled version, custom metrics from prometheus-adapter; keda: a KEDA "
@@ -382,7 +388,9 @@ class StackConfig(ConfigModel):
     def capacity(self) -> Plan:
         """The GPUs the models hold at minimum replicas and at peak (analysis/capacity.py)."""
         platform = self.platform
-        return capacity_plan(self.models, platform.gpu_nodes, platform.hami.sharing, platform.gpu_nodes.declared)
+        return capacity_plan(
+            self.models, platform.gpu_nodes, platform.hami.sharing, platform.gpu_nodes.declared, platform.npu_nodes
+        )
 
     def _capacity_problems(self) -> list[tuple[str, str]]:
         """Pods that could never all be scheduled: more GPUs at minimum than the cluster declares,
@@ -410,6 +418,7 @@ class StackConfig(ConfigModel):
             for index, model in enumerate(self.models)
             if nodes.count is not None and model.group_size > nodes.count
         ]
+        problems += self._npu_capacity_problems()
         plan = self.capacity()
         # Awake, not at the minimum: a version asleep at zero must still be able to wake.
         if plan.fits_awake is False:
@@ -424,12 +433,69 @@ class StackConfig(ConfigModel):
             )
         return problems
 
+    def _npu_capacity_problems(self) -> list[tuple[str, str]]:
+        """NPU pods that could never all be scheduled: more cards in one pod (or group) than the
+        declared nodes of that type have, or more cards awake than the cluster declares."""
+        pools = self.platform.npu_nodes
+        problems = []
+        for index, model in enumerate(self.models):
+            pool = pools.pool(model.npu.type) if model.npu is not None else None
+            if model.npu is None or pool is None:
+                continue
+            if model.npu.count > pool.npus_per_node:
+                problems.append(
+                    (
+                        f"models[{index}].npu.count",
+                        f"each pod needs {model.npu.count} {model.npu.type} NPUs on one node; the "
+                        f"{model.npu.type} nodes have {pool.npus_per_node} (platform.npuNodes.pools)",
+                    )
+                )
+            if model.group_size > pool.count:
+                problems.append(
+                    (
+                        f"models[{index}].nodes",
+                        f"a replica is a group of {model.group_size} pods, each on a node of its own with "
+                        f"{model.npu.count} {model.npu.type} NPUs, but platform.npuNodes.pools declares "
+                        f"{pool.count} {model.npu.type} nodes",
+                    )
+                )
+        plan = self.capacity()
+        for device, npus in plan.npus.items():
+            pool = pools.pool(device)
+            if pool is None or npus.fits("awake") is not False:
+                continue
+            awake = "with every version awake" if npus.awake != npus.min else "at their minimum replicas"
+            problems.append(
+                (
+                    "platform.npuNodes.pools",
+                    f"the models need {npus.awake} {device} NPUs {awake}, more than the {npus.declared} declared "
+                    f"({pool.count} nodes x {pool.npus_per_node}): pods could never all schedule; add {device} "
+                    "nodes, or lower replicas or NPU requests",
+                )
+            )
+        return problems
+
     def _gpu_problems(self) -> list[tuple[str, str]]:
-        return [
+        problems = [
             (f"models[{index}].gpu", "vgpu needs GPU sharing: set platform.hami.enabled to true")
             for index, model in enumerate(self.models)
             if isinstance(model.gpu, VirtualGpu) and not self.platform.hami.enabled
         ]
+        problems += [
+            (
+                f"models[{index}].npu",
+                "Ascend NPUs are scheduled by HAMi (its scheduler and Ascend device plugin): set "
+                "platform.hami.enabled to true",
+            )
+            for index, model in enumerate(self.models)
+            if model.npu is not None and not self.platform.hami.enabled
+        ]
+        return problems
+
+    @property
+    def uses_npus(self) -> bool:
+        """Whether some model runs on Ascend NPUs: HAMi's Ascend side and its device plugin are installed."""
+        return any(model.npu is not None for model in self.models)
 
 
 def decode_value(raw: Any) -> Any:

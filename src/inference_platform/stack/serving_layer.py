@@ -84,6 +84,7 @@ def deploy_models(
                 gateway=config.platform.ingress.gateway,
                 url_scheme=config.platform.ingress.url_scheme,
                 gpu_nodes=config.platform.gpu_nodes,
+                npu_nodes=config.platform.npu_nodes,
                 storage=access,
                 metrics_scraper=scraper,
                 callers=[workloads[caller] for caller, callee in edges if callee == model.name],

@@ -15,6 +15,7 @@ from inference_platform.config.errors import Discriminated
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.ingress_gateway import GatewayRef
 from inference_platform.platform.keda import HttpAddOnRef, KedaRef
+from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Workload
 from inference_platform.serving.gpu import GPU_MODE_UNION
@@ -39,6 +40,7 @@ class InferenceServiceArgs(ConfigModel):
     gateway: GatewayRef = GatewayRef()
     url_scheme: str = "http"
     gpu_nodes: GpuNodes = Field(default_factory=GpuNodes)
+    npu_nodes: NpuNodes = Field(default_factory=NpuNodes)
     storage: StorageAccess | None = Field(default=None, description="Credentials for downloaded model files.")
     metrics_scraper: MetricsScraper | None = Field(
         default=None, description="Prometheus: the only workload that may reach metrics ports."

@@ -11,6 +11,8 @@ from inference_platform.serving.inference_service.manifests import model_manifes
 
 MODEL_OUTPUT = "model"
 GPU_NODES_OUTPUT = "gpuNodes"
+# Only an Ascend model's InferenceService has it, so a GPU stack's outputs are what they were.
+NPU_NODES_OUTPUT = "npuNodes"
 
 
 class InferenceService(pulumi.ComponentResource):
@@ -50,4 +52,9 @@ class InferenceService(pulumi.ComponentResource):
                 MODEL_OUTPUT: args.model.model_dump(mode="json", by_alias=True, exclude_unset=True),
                 GPU_NODES_OUTPUT: args.gpu_nodes.model_dump(mode="json", by_alias=True, exclude_unset=True),
             }
+            | (
+                {NPU_NODES_OUTPUT: args.npu_nodes.model_dump(mode="json", by_alias=True, exclude_unset=True)}
+                if args.model.npu is not None
+                else {}
+            )
         )

@@ -61,7 +61,7 @@ def leader_worker_set(
     checksum = {k: v for k, v in template["metadata"]["annotations"].items() if k == CONFIG_CHECKSUM}
     worker_metadata = {"labels": template["metadata"]["labels"], "annotations": {INJECT: "false"} | checksum}
     metadata = deployment["metadata"] | {"name": name}
-    topology = args.gpu_nodes.group_topology_key
+    topology = (args.npu_nodes if args.model.npu is not None else args.gpu_nodes).group_topology_key
     if topology is not None:
         metadata["annotations"] = metadata["annotations"] | {EXCLUSIVE_TOPOLOGY: topology}
     spec: dict[str, Any] = {}

@@ -101,7 +101,7 @@ def _predictor(args: InferenceServiceArgs, plan: ServerPlan, model_sub_path: str
         for mount in container["volumeMounts"]:
             if mount["name"] == MODEL_VOLUME:
                 mount["subPath"] = model_sub_path
-    placement = args.model.gpu.placement(args.gpu_nodes)
+    placement = args.model.placement(args.gpu_nodes, args.npu_nodes)
     if placement.limits:
         container["resources"].setdefault("limits", {}).update(placement.limits)
     if placement.env:
@@ -202,7 +202,7 @@ def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan
         spec["initContainers"] = [files.init_container | {"imagePullPolicy": "Always"}]
     spec["containers"] = containers
     spec["volumes"] = volumes
-    spec.update(args.model.gpu.placement(args.gpu_nodes).pod_fields())
+    spec.update(args.model.placement(args.gpu_nodes, args.npu_nodes).pod_fields())
     return spec
 
 
@@ -243,7 +243,9 @@ def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPl
             "template": {
                 "metadata": {
                     "labels": object_labels(args, version),
-                    "annotations": scrape_annotations(plan) | _config_checksum(plan),
+                    "annotations": scrape_annotations(plan)
+                    | _config_checksum(plan)
+                    | args.model.placement(args.gpu_nodes, args.npu_nodes).annotations,
                 },
                 "spec": pod,
             },

@@ -93,6 +93,8 @@ class CustomModel(ModelSpecBase):
     INFERENCE_PATH: ClassVar[str] = "/"
     # Any JSON: the comparator compares the answers' bodies as they are.
     PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "json"
+    # Any image: one built for Ascend (CANN) runs on NPUs.
+    USES_NPUS: ClassVar[bool] = True
 
     runtime: Literal["custom"] = Field(description="Any server image: its port, probes and metrics as configured.")
     command: list[str] | None = Field(default=None, description="Overrides the image's entrypoint.")
