@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from inference_platform.cli.main import main
+from inference_platform.cli.render_files import read_render
 from inference_platform.config.errors import ConfigError
 from inference_platform.platform.ascend import CHIPS
 from inference_platform.platform.gpu_nodes import Toleration
@@ -219,3 +220,20 @@ def test_the_capacity_command_prints_npus_beside_gpus(tmp_path: Path, capsys: An
     out = capsys.readouterr().out
     assert "exclusive Ascend910B3 NPUs" in out
     assert "NPUs Ascend910B3: 2 at minimum replicas, 2 awake, 2 at peak (none declared)" in out
+
+
+def test_the_render_summary_outputs_and_diff_show_npus(render_dir: Any, tmp_path: Path, capsys: Any) -> None:
+    """The plan the render prints is read back from the registered InferenceServices (their npuNodes
+    output), and the diff says how each type's NPUs changed."""
+    pools = {"pools": [{"type": "Ascend910B3", "count": 1, "npusPerNode": 8}]}
+    old = render_dir(stack([custom("a", {"type": "Ascend910B3", "count": 2})], npuNodes=pools))
+    out = capsys.readouterr().out
+    assert "NPUs Ascend910B3: 2 at minimum replicas, 2 awake, 2 at peak of 8 declared" in out
+    new = render_dir(stack([custom("a", {"type": "Ascend910B3", "count": 2}, replicas=2)], npuNodes=pools))
+    _, _, outputs = read_render(new)
+    assert outputs["capacity"]["npus"]["Ascend910B3"]["min"] == 4
+    capsys.readouterr()
+    assert main(["diff", str(old), str(new)]) == 0
+    assert (
+        "NPU capacity, Ascend910B3: min 2 -> 4, awake 2 -> 4, peak 2 -> 4 of 8 declared.\n" in capsys.readouterr().out
+    )

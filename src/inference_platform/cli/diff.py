@@ -229,6 +229,8 @@ class RenderDiff(NamedTuple):
     """Releases expanded on one side only: all their objects are new, or all gone."""
     capacity: str | None = None
     """How the GPU plan changed, in a sentence; None when it did not."""
+    npu_capacity: tuple[str, ...] = ()
+    """How the NPUs of each Ascend type changed, a sentence each (only the types whose plan changed)."""
 
 
 def capacity_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
@@ -250,6 +252,30 @@ def capacity_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | Non
     if (after.get("fits") or {}).get("peak") is False:
         text += ": the peak does not fit"
     return text
+
+
+def npu_capacity_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[str, ...]:
+    """'Ascend910B3: min 2 -> 4, awake 4, peak 4 of 8 declared' for each NPU type whose plan changed
+    between two renders' `capacity` outputs (a render without NPUs has no `npus`)."""
+    before = (old.get("capacity") or {}).get("npus") or {}
+    after = (new.get("capacity") or {}).get("npus") or {}
+    sentences = []
+    for device in sorted(set(before) | set(after)):
+        was, now = before.get(device) or {}, after.get(device) or {}
+        if was == now:
+            continue
+        parts = [
+            f"{key} {was.get(key, 0)} -> {now.get(key, 0)}"
+            if was.get(key, 0) != now.get(key, 0)
+            else f"{key} {now[key]}"
+            for key in ("min", "awake", "peak")
+        ]
+        declared = now.get("declared")
+        text = f"{device}: " + ", ".join(parts) + (f" of {declared} declared" if declared is not None else "")
+        if (now.get("fits") or {}).get("peak") is False:
+            text += ": the peak does not fit"
+        sentences.append(text)
+    return tuple(sentences)
 
 
 def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
@@ -276,6 +302,7 @@ def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
         chart_objects,
         whole,
         capacity_change(old_outputs, new_outputs),
+        npu_capacity_change(old_outputs, new_outputs),
     )
 
 
@@ -385,7 +412,7 @@ def _chart_objects_section(chart_objects: Mapping[str, ObjectDiff], whole_charts
 
 
 def markdown_report(diff: RenderDiff) -> str:
-    objects, charts, outputs, chart_objects, whole_charts, capacity = diff
+    objects, charts, outputs, chart_objects, whole_charts, capacity, npu_capacity = diff
     lines = ["## inference-platform render diff", ""]
     if objects.empty and charts.empty and not outputs and not chart_objects:
         lines.append("No changes: both renders are identical.")
@@ -401,6 +428,9 @@ def markdown_report(diff: RenderDiff) -> str:
     lines += [summary, ""]
     if capacity is not None:
         lines += [f"GPU capacity: {capacity}.", ""]
+    lines += [f"NPU capacity, {sentence}." for sentence in npu_capacity]
+    if npu_capacity:
+        lines.append("")
     lines += _section("Kubernetes objects", objects)
     lines += _section("Helm charts", charts)
     lines += _chart_objects_section(chart_objects, whole_charts)
