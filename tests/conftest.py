@@ -111,6 +111,7 @@ RUNTIME_MINIMUMS: dict[str, dict[str, Any]] = {
         "inputs": [{"name": "x", "dataType": "FP32", "dims": [4]}],
         "outputs": [{"name": "y", "dataType": "FP32", "dims": [2]}],
     },
+    "triton-llm": {"runtime": "triton-llm", "engine": "engine", "gpu": "exclusive"},
     "mlserver": {"runtime": "mlserver"},
     "vllm": {"runtime": "vllm", "gpu": "exclusive"},
     "sglang": {"runtime": "sglang", "gpu": "exclusive"},
