@@ -326,6 +326,19 @@ def full_config() -> dict[str, Any]:
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 4},
         },
         {
+            # Triton with the TensorRT-LLM backend, streaming; scales on the backend's waiting requests,
+            # a labelled gauge beside vLLM's and SGLang's plain ones.
+            "name": "mistral",
+            "runtime": "triton-llm",
+            "engine": "engines/1-gpu",
+            "tokenizer": "tokenizer",
+            "maxBatchSize": 32,
+            "kvCacheFreeGpuMemFraction": 0.85,
+            "gpu": {"mode": "vgpu", "memoryMib": 40960},
+            "versions": [{"name": "v1", "modelUri": "s3://models/mistral-7b-trtllm/1", "weight": 100}],
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 8},
+        },
+        {
             "name": "embed",
             "runtime": "triton",
             "format": "onnx",
