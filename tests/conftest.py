@@ -124,6 +124,7 @@ RUNTIME_MINIMUMS: dict[str, dict[str, Any]] = {
         "inputs": [{"name": "x", "dataType": "FP32", "dims": [4]}],
         "outputs": [{"name": "y", "dataType": "FP32", "dims": [2]}],
     },
+    "triton-llm": {"runtime": "triton-llm", "engine": "engine", "gpu": "exclusive"},
     "mlserver": {"runtime": "mlserver"},
     "vllm": {"runtime": "vllm", "gpu": "exclusive"},
     "sglang": {"runtime": "sglang", "gpu": "exclusive"},
@@ -336,6 +337,19 @@ def full_config() -> dict[str, Any]:
             "versions": [{"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 100}],
             # SGLang's queue beside vLLM's: one adapter rule over both gauges.
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 4},
+        },
+        {
+            # Triton with the TensorRT-LLM backend, streaming; scales on the backend's waiting requests,
+            # a labelled gauge beside vLLM's and SGLang's plain ones.
+            "name": "mistral",
+            "runtime": "triton-llm",
+            "engine": "engines/1-gpu",
+            "tokenizer": "tokenizer",
+            "maxBatchSize": 32,
+            "kvCacheFreeGpuMemFraction": 0.85,
+            "gpu": {"mode": "vgpu", "memoryMib": 40960},
+            "versions": [{"name": "v1", "modelUri": "s3://models/mistral-7b-trtllm/1", "weight": 100}],
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 8},
         },
         {
             "name": "embed",

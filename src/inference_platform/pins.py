@@ -18,6 +18,10 @@ TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-py3"
 VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.33.0"
 # v0.5.23 is a CUDA 13 build (CUDA 12 builds end at v0.5.19-cu129): nodes need a CUDA 13 driver.
 SGLANG_IMAGE = "docker.io/lmsysorg/sglang:v0.5.23"
+# Triton with the TensorRT-LLM backend: 25.05 carries TensorRT-LLM 0.19.0 (its release notes), the
+# version whose model templates the triton-llm runtime's configs follow. Engines must be built
+# with that TensorRT-LLM.
+TRITON_LLM_IMAGE = "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"
 
 # Downloads model files from s3://, gs://, http(s):// and hf:// before the server starts.
 STORAGE_INITIALIZER_IMAGE = "docker.io/kserve/storage-initializer:v0.20.0"

@@ -1,5 +1,5 @@
-"""Autoscaling on the engine's queue (autoscaling.queueDepth): vLLM's and SGLang's own gauges of
-waiting requests, read through prometheus-adapter (HPAs) or a KEDA trigger (ScaledObjects), each query
+"""Autoscaling on the engine's queue (autoscaling.queueDepth): vLLM's, SGLang's and TensorRT-LLM's own
+gauges of waiting requests, read through prometheus-adapter (HPAs) or a KEDA trigger (ScaledObjects), each query
 evaluated by promtool on series named as the engines export them."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from inference_platform.platform.prometheus_adapter import (
 )
 from inference_platform.serving.pipeline import PipelineSpec
 from inference_platform.serving.runtimes.sglang import SGLangModel
+from inference_platform.serving.runtimes.triton_llm import TritonLLMModel
 from inference_platform.serving.runtimes.vllm import VLLMModel
 from inference_platform.stack.config import UNIONS, parse_stack_config, project_values
 from tests.conftest import ROOT, base_config
@@ -33,6 +34,11 @@ SGLANG_METRICS = (
     ROOT / ".venv-sglang" / "lib" / "python3.11" / "site-packages" / "sglang" / "srt" / "observability"
 ) / "metrics_collector.py"
 SCALING = {"minReplicas": 1, "maxReplicas": 6, "queueDepth": 4}
+# TensorRT-LLM's gauge family of requests by state, as the Gateway API inference extension's endpoint
+# picker reads it for Triton (its chart's modelServerType triton-tensorrt-llm, ../shared's notes).
+TRTLLM_FAMILY = "nv_trt_llm_request_metrics"
+TRTLLM_QUEUE = 'nv_trt_llm_request_metrics{request_type="waiting"}'
+EPP_NOTES = ROOT.parent / "shared" / "inference-extension" / "v1.4.0" / "README.md"
 
 
 def llama(**settings: Any) -> dict[str, Any]:
@@ -230,3 +236,76 @@ def test_the_stack_gives_the_adapter_the_gauge_its_models_scale_on() -> None:
     assert parse_stack_config(project_values(config)).queue_series == [WAITING]
     config["inference-platform:models"].append(qwen())
     assert parse_stack_config(project_values(config)).queue_series == [SGLANG_QUEUE, WAITING]
+
+
+def test_tensorrt_llms_gauge_is_the_waiting_requests_of_its_family() -> None:
+    if not EPP_NOTES.exists():
+        pytest.skip(f"the inference extension's notes are not in {EPP_NOTES.parent} (../shared beside the checkout)")
+    assert "`nv_trt_llm_request_metrics{request_type=waiting}`" in EPP_NOTES.read_text()
+    assert TritonLLMModel.QUEUE_METRIC == TRTLLM_QUEUE
+
+
+def trtllm_requests(pod: str, waiting: int, namespace: str = "service") -> list[dict[str, str]]:
+    """The backend's request gauges as Triton exports them from a pod (one per request_type), then the pod's
+    labels: only `waiting` is the queue."""
+    counts = {"waiting": waiting, "active": 50, "max": 64, "scheduled": 50, "context": 2}
+    return [
+        {
+            "series": f'{TRTLLM_FAMILY}{{model="tensorrt_llm",request_type="{kind}",version="1",'
+            f'namespace="{namespace}",pod="{pod}",app="mistral"}}',
+            "values": f"{count}x20",
+        }
+        for kind, count in counts.items()
+    ]
+
+
+def test_one_rule_reads_a_labelled_gauge_beside_plain_ones(tmp_path: Path) -> None:
+    """TensorRT-LLM's queue is one label value of a gauge family: the rule counts only that series,
+    beside vLLM's plain gauge, and the plain gauges' rule stays as it was."""
+    (plain,) = [r for r in adapter_rules([SGLANG_QUEUE, WAITING]) if r["name"]["as"] == custom_metrics.REQUESTS_WAITING]
+    assert plain["metricsQuery"] == (
+        'sum({__name__=~"sglang:num_queue_reqs|vllm:num_requests_waiting",<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+    )
+    (rule,) = [r for r in adapter_rules([TRTLLM_QUEUE, WAITING]) if r["name"]["as"] == custom_metrics.REQUESTS_WAITING]
+    for named_after in (WAITING, TRTLLM_FAMILY):
+        assert re.fullmatch(rule["name"]["matches"], named_after)
+    series = [engine_queue("llama-v1-a", 3), *trtllm_requests("mistral-v1-a", 7), *trtllm_requests("mistral-v1-b", 2)]
+    promtool_test(
+        tmp_path,
+        series,
+        [
+            {
+                "expr": expand(rule, "service", ["llama-v1-a", "mistral-v1-a"]),
+                "exp_samples": [
+                    {"labels": '{pod="llama-v1-a"}', "value": 3},
+                    {"labels": '{pod="mistral-v1-a"}', "value": 7},
+                ],
+            },
+            {"expr": f"count({rule['seriesQuery']})", "exp_samples": [{"labels": "{}", "value": 11}]},
+        ],
+    )
+
+
+def test_a_keda_trigger_reads_tensorrt_llms_waiting_requests(tmp_path: Path) -> None:
+    mistral = {
+        "name": "mistral",
+        "runtime": "triton-llm",
+        "engine": "engine",
+        "gpu": "exclusive",
+        "versions": [{"name": "v1", "modelUri": "pvc://models/mistral-7b-trtllm", "weight": 100}],
+        "autoscaling": SCALING,
+    }
+    scaled = render(mistral, keda=keda(add_on=False))["ScaledObject", "mistral-v1"]
+    (trigger,) = [t for t in scaled["spec"]["triggers"] if t["name"] == "queue-depth"]
+
+    def up(pod: str) -> dict[str, str]:
+        return {
+            "series": f'up{{job="kubernetes-pods",namespace="service",pod="{pod}",app="mistral",version="v1"}}',
+            "values": "1x20",
+        }
+
+    series = [*trtllm_requests("mistral-v1-a", 5), *trtllm_requests("mistral-v1-b", 6), engine_queue("llama-v1-a", 40)]
+    series += [up("mistral-v1-a"), up("mistral-v1-b")]
+    promtool_test(
+        tmp_path, series, [{"expr": trigger["metadata"]["query"], "exp_samples": [{"labels": "{}", "value": 11}]}]
+    )

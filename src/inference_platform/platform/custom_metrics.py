@@ -62,19 +62,30 @@ def requests_per_second_rule() -> dict[str, Any]:
     }
 
 
+def gauge_selector(series: str) -> tuple[str, str]:
+    """A queue gauge's metric name and its own label matchers: `vllm:num_requests_waiting` is a whole
+    series, `nv_trt_llm_request_metrics{request_type="waiting"}` one label value of a gauge family."""
+    name, _, matchers = series.partition("{")
+    return name, matchers.removesuffix("}")
+
+
 def requests_waiting_rule(queue_series: Sequence[str]) -> dict[str, Any]:
     """requests_waiting from the runtimes' queue gauges, as the engines report them.
 
     One rule over all of them: the adapter serves a metric name from one rule, and each pod reports
     only its own engine's gauge, so the query sums whichever of them the pod has rather than the
-    one series the adapter happened to name the metric after (<<.Series>>)."""
-    names = "|".join(re.escape(series) for series in sorted(queue_series))
-    selector = f'__name__=~"{names}"'
+    one series the adapter happened to name the metric after (<<.Series>>). A gauge that is one
+    label value of a family is selected with its matchers, beside the plain gauges (`or`)."""
+    gauges = sorted(gauge_selector(series) for series in queue_series)
+    names = "|".join(re.escape(name) for name in sorted({name for name, _ in gauges}))
+    plain = "|".join(re.escape(name) for name, matchers in gauges if not matchers)
+    selectors = [f'{{__name__=~"{plain}",<<.LabelMatchers>>}}'] if plain else []
+    selectors += [f'{{__name__="{name}",{matchers},<<.LabelMatchers>>}}' for name, matchers in gauges if matchers]
     return {
-        "seriesQuery": f'{{{selector},namespace!="",pod!=""}}',
+        "seriesQuery": f'{{__name__=~"{names}",namespace!="",pod!=""}}',
         "resources": {"overrides": POD_RESOURCES},
         "name": {"matches": f"^({names})$", "as": REQUESTS_WAITING},
-        "metricsQuery": f"sum({{{selector},<<.LabelMatchers>>}}) by (<<.GroupBy>>)",
+        "metricsQuery": f"sum({' or '.join(selectors)}) by (<<.GroupBy>>)",
     }
 
 
@@ -105,7 +116,9 @@ def pods_requests_per_second(namespace: str, labels: Mapping[str, str]) -> str:
 
 def pods_requests_waiting(series: str, namespace: str, labels: Mapping[str, str]) -> str:
     """The engine queue of every pod with these labels, summed."""
-    queued = f'{{__name__="{series}",namespace="{namespace}",pod!=""}}'
+    name, matchers = gauge_selector(series)
+    own = f",{matchers}" if matchers else ""
+    queued = f'{{__name__="{name}"{own},namespace="{namespace}",pod!=""}}'
     return f"sum({queued} and on(namespace, pod) {pods(namespace, labels)}) or vector(0)"
 
 

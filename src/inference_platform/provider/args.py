@@ -13,6 +13,7 @@ class ModelRuntime(str, Enum):
     Tfserving = "tfserving"
     Torchserve = "torchserve"
     Triton = "triton"
+    TritonLlm = "triton-llm"
     Mlserver = "mlserver"
     Vllm = "vllm"
     Sglang = "sglang"
@@ -88,6 +89,22 @@ class TensorDataType(str, Enum):
 class InstanceGroupKind(str, Enum):
     Cpu = "cpu"
     Gpu = "gpu"
+
+
+class ModelPipeline(str, Enum):
+    Ensemble = "ensemble"
+    Bls = "bls"
+
+
+class ModelBatchingStrategy(str, Enum):
+    InflightFusedBatching = "inflight_fused_batching"
+    V1 = "V1"
+
+
+class ModelLogitsDatatype(str, Enum):
+    FP32 = "FP32"
+    FP16 = "FP16"
+    BF16 = "BF16"
 
 
 class ModelDtype(str, Enum):
@@ -468,7 +485,7 @@ class ExampleSpec(TypedDict):
 
 
 class Model(TypedDict):
-    """One of: tfserving, torchserve, triton, mlserver, vllm, sglang, custom, chosen by `runtime`."""
+    """One of: tfserving, torchserve, triton, triton-llm, mlserver, vllm, sglang, custom, chosen by `runtime`."""
 
     name: str
     """Served at <name>.<domain>; also the Kubernetes name prefix."""
@@ -531,7 +548,7 @@ class Model(TypedDict):
     format: NotRequired[ModelFormat]
     """Picks the backend and the file name in each version directory (model.onnx, ...). Only with runtime triton or mlserver."""
     max_batch_size: NotRequired[int]
-    """The model's max_batch_size (0: the model does not batch). Default: 0. Only with runtime triton or mlserver."""
+    """The model's max_batch_size (0: the model does not batch). Only with runtime triton, triton-llm or mlserver."""
     inputs: NotRequired[list[Tensor]]
     """The model's inputs (name, dataType like FP32, dims), when its config is generated. Only with runtime triton."""
     outputs: NotRequired[list[Tensor]]
@@ -542,6 +559,34 @@ class Model(TypedDict):
     """Model instances and where they run (instance_group). Only with runtime triton."""
     config_pbtxt: NotRequired[str]
     """A whole config.pbtxt instead of the settings above; checked against ModelConfig. Only with runtime triton."""
+    engine: NotRequired[str]
+    """The TensorRT-LLM engine's directory inside the model's files (built with the TensorRT-LLM of the pinned image, 0.19.0). Only with runtime triton-llm."""
+    tokenizer: NotRequired[str]
+    """The Hugging Face tokenizer's directory inside the model's files. Default: \".\". Only with runtime triton-llm."""
+    pipeline: NotRequired[ModelPipeline]
+    """ensemble: Triton chains preprocessing, tensorrt_llm and postprocessing; bls: the Python model tensorrt_llm_bls calls them. The generate path names it. Default: \"ensemble\". Only with runtime triton-llm."""
+    max_queue_delay_microseconds: NotRequired[int]
+    """How long a request may wait to be batched with others, in microseconds. Default: 0. Only with runtime triton-llm."""
+    max_queue_size: NotRequired[int]
+    """Requests queued before Triton rejects new ones (0: no limit). Default: 0. Only with runtime triton-llm."""
+    kv_cache_free_gpu_mem_fraction: NotRequired[float]
+    """Share of the GPU memory left after loading the engine that the KV cache takes; the backend's 0.9 when unset. Only with runtime triton-llm."""
+    batching_strategy: NotRequired[ModelBatchingStrategy]
+    """In-flight batching, or V1 (static batches). Default: \"inflight_fused_batching\". Only with runtime triton-llm."""
+    decoupled: NotRequired[bool]
+    """Decoupled mode, which streaming needs: generate_stream answers token by token. Off, generate only. Default: true. Only with runtime triton-llm."""
+    exclude_input_in_output: NotRequired[bool]
+    """Answer with the completion alone, no prompt. Default: true. Only with runtime triton-llm."""
+    logits_datatype: NotRequired[ModelLogitsDatatype]
+    """The data type of the context and generation logits outputs. Default: \"FP32\". Only with runtime triton-llm."""
+    preprocessing_instances: NotRequired[int]
+    """Instances of the tokenizer model. Default: 1. Only with runtime triton-llm."""
+    postprocessing_instances: NotRequired[int]
+    """Instances of the detokenizer model. Default: 1. Only with runtime triton-llm."""
+    bls_instances: NotRequired[int]
+    """Instances of the BLS model (pipeline bls), each serving one request at a time. Default: 1. Only with runtime triton-llm."""
+    shm_size: NotRequired[str]
+    """Shared memory, through which Triton's Python models exchange tensors. Default: \"2Gi\". Only with runtime triton-llm, vllm or sglang."""
     max_batch_time: NotRequired[float]
     """Adaptive batching: seconds to wait for a batch to fill. Default: 0. Only with runtime mlserver."""
     parallel_workers: NotRequired[int]
@@ -554,8 +599,6 @@ class Model(TypedDict):
     """The weights' and activations' data type (--dtype). Default: \"auto\". Only with runtime vllm or sglang."""
     gpu_memory_utilization: NotRequired[float]
     """Share of the device the engine takes (weights and KV cache); derived from a vGPU memory cap when unset. Only with runtime vllm or sglang."""
-    shm_size: NotRequired[str]
-    """Shared memory for the workers of tensor-parallel inference. Default: \"2Gi\". Only with runtime vllm or sglang."""
     nodes: NotRequired[int]
     """Nodes one replica spans: a group of this many pods (a leader and workers), each with gpu.count GPUs, so the engine spans nodes x gpu.count GPUs. Default: 1. Only with runtime vllm."""
     pipeline_parallel_size: NotRequired[int]

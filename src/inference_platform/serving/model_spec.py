@@ -189,7 +189,8 @@ class ModelSpecBase(ConfigModel):
     PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol]
     """How the payload comparator reads the server's answers."""
     QUEUE_METRIC: ClassVar[str | None] = None
-    """The server's gauge of requests waiting in its queue, as it exports it: what autoscaling.queueDepth reads."""
+    """The server's gauge of requests waiting in its queue, as it exports it: what autoscaling.queueDepth reads.
+    A metric name, or a name with label matchers (`family{state="waiting"}`) for one series of a gauge family."""
     USES_NPUS: ClassVar[bool] = False
     """Whether the server runs on Ascend NPUs (`npu`)."""
 

@@ -105,6 +105,17 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
     ),
     ("torchserve", {"marFile": "model.zip"}, [(f"{MODEL}.marFile", "should match pattern")]),
     ("torchserve", {"responseTimeoutSeconds": 0}, [(f"{MODEL}.responseTimeoutSeconds", "greater than or equal to 1")]),
+    (
+        "triton-llm",
+        {"gpu": "shared"},
+        [(f"{MODEL}.kvCacheFreeGpuMemFraction", "with a shared GPU the KV cache would take 90 %")],
+    ),
+    ("triton-llm", {"gpu": "shared", "kvCacheFreeGpuMemFraction": 0.3}, []),
+    ("triton-llm", {"gpu": {"mode": "exclusive", "count": 2}}, [(f"{MODEL}.gpu", "one GPU per pod")]),
+    ("triton-llm", {"engine": "/engines/mistral"}, [(f"{MODEL}.engine", "should match pattern")]),
+    ("triton-llm", {"maxBatchSize": 5000}, [(f"{MODEL}.maxBatchSize", "less than or equal to 4096")]),
+    ("triton-llm", {"batchingStrategy": "static"}, [(f"{MODEL}.batchingStrategy", "Input should be")]),
+    ("triton-llm", {"kvCacheFreeGpuMemFraction": 0}, [(f"{MODEL}.kvCacheFreeGpuMemFraction", "greater than 0")]),
     ("torchserve", {"batching": {}}, [(f"{MODEL}.batching", "'batching' is not a setting of the torchserve runtime")]),
     (
         "triton",

@@ -13,10 +13,18 @@ from inference_platform.serving.runtimes.sglang import SGLangModel
 from inference_platform.serving.runtimes.tfserving import TFServingModel
 from inference_platform.serving.runtimes.torchserve import TorchServeModel
 from inference_platform.serving.runtimes.triton import TritonModel
+from inference_platform.serving.runtimes.triton_llm import TritonLLMModel
 from inference_platform.serving.runtimes.vllm import VLLMModel
 
 ModelSpec = Annotated[
-    TFServingModel | TorchServeModel | TritonModel | MLServerModel | VLLMModel | SGLangModel | CustomModel,
+    TFServingModel
+    | TorchServeModel
+    | TritonModel
+    | TritonLLMModel
+    | MLServerModel
+    | VLLMModel
+    | SGLangModel
+    | CustomModel,
     Field(discriminator="runtime"),
 ]
 """One model's spec; the `runtime` key selects the runtime's own settings model."""

@@ -221,24 +221,9 @@ class TritonModel(ModelSpecBase):
             resources=DEFAULT_RESOURCES,
             model_dir=f"{model_dir}/{version.number}",
             command=["tritonserver"],
-            args=[
-                f"--model-repository={REPOSITORY}",
-                "--model-control-mode=none",
-                # Strict model config: the successor of the deprecated --strict-model-config=true.
-                "--disable-auto-complete-config",
-                f"--http-port={HTTP_PORT}",
-                f"--grpc-port={GRPC_PORT}",
-                f"--metrics-port={METRICS_PORT}",
-                f"--allow-gpu-metrics={'true' if uses_gpu else 'false'}",
-            ],
+            args=server_args(REPOSITORY, uses_gpu=uses_gpu),
             config_mounts=[config_mount(f"{model_dir}/config.pbtxt", "config.pbtxt")],
-            # Strict readiness (Triton's default): ready only when every model in the repository loaded.
-            probes=Probes.ready_after_start(
-                http_probe("/v2/health/ready", HTTP_PORT, period=10, failures=3),
-                http_probe("/v2/health/live", HTTP_PORT, period=10, failures=3),
-                startup_period=5,
-                startup_failures=120,
-            ),
+            probes=health_probes(startup_period=5, startup_failures=120),
         )
         container = model_server_container(self, version, server)
         return ServerPlan(
@@ -280,6 +265,30 @@ class TritonModel(ModelSpecBase):
         return ExampleRequest(
             path=path, body={"inputs": [{"name": name, "shape": shape, "datatype": data_type, "data": data}]}
         )
+
+
+def server_args(repository: str, *, uses_gpu: bool) -> list[str]:
+    """tritonserver's flags: the repository, loaded whole at start, strict model config, the three ports."""
+    return [
+        f"--model-repository={repository}",
+        "--model-control-mode=none",
+        # Strict model config: the successor of the deprecated --strict-model-config=true.
+        "--disable-auto-complete-config",
+        f"--http-port={HTTP_PORT}",
+        f"--grpc-port={GRPC_PORT}",
+        f"--metrics-port={METRICS_PORT}",
+        f"--allow-gpu-metrics={'true' if uses_gpu else 'false'}",
+    ]
+
+
+def health_probes(*, startup_period: int, startup_failures: int) -> Probes:
+    """Strict readiness (Triton's default): ready only when every model in the repository loaded."""
+    return Probes.ready_after_start(
+        http_probe("/v2/health/ready", HTTP_PORT, period=10, failures=3),
+        http_probe("/v2/health/live", HTTP_PORT, period=10, failures=3),
+        startup_period=startup_period,
+        startup_failures=startup_failures,
+    )
 
 
 @functools.cache
