@@ -93,9 +93,10 @@ PROTECTION = st.fixed_dictionaries(
 
 
 def gpu_settings(draw: st.DrawFn, runtime: str, gpu_sharing: bool) -> dict[str, Any]:
-    """A model's GPU settings ({} for none): LLM engines always have a GPU, and only vLLM a shared one."""
+    """A model's GPU settings ({} for none): LLM engines and triton-llm always have a GPU, and only
+    vLLM a shared one."""
     gpus = ["exclusive", *(["vgpu"] if gpu_sharing else [])]
-    if runtime not in LLM_ENGINES:
+    if runtime not in (*LLM_ENGINES, "triton-llm"):
         gpus += ["none", "shared"]
     elif runtime == "vllm":
         gpus += ["shared"]
