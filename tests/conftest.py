@@ -127,6 +127,7 @@ RUNTIME_MINIMUMS: dict[str, dict[str, Any]] = {
     "mlserver": {"runtime": "mlserver"},
     "vllm": {"runtime": "vllm", "gpu": "exclusive"},
     "sglang": {"runtime": "sglang", "gpu": "exclusive"},
+    "mindie": {"runtime": "mindie", "npu": "Ascend910B3"},
     "custom": {
         "runtime": "custom",
         "image": "registry.example.com/server:1.0.0",

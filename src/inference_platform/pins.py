@@ -18,6 +18,10 @@ TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-py3"
 VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.33.0"
 # v0.5.23 is a CUDA 13 build (CUDA 12 builds end at v0.5.19-cu129): nodes need a CUDA 13 driver.
 SGLANG_IMAGE = "docker.io/lmsysorg/sglang:v0.5.23"
+# MindIE Service for Atlas 800I A2 (Ascend 910B), Ascend's own image on its hub (AscendHub, the
+# tag upstream's quick start names; MindIE-LLM's README pairs 2.2.RC1 with CANN 8.3.RC2). Other
+# chips take another tag of the same repository (300I-Duo for 310P) through the model's `image`.
+MINDIE_IMAGE = "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"
 
 # Downloads model files from s3://, gs://, http(s):// and hf:// before the server starts.
 STORAGE_INITIALIZER_IMAGE = "docker.io/kserve/storage-initializer:v0.20.0"

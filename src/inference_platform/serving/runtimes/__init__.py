@@ -8,6 +8,7 @@ from pydantic import Field
 
 from inference_platform.config.errors import Discriminated
 from inference_platform.serving.runtimes.custom import CustomModel
+from inference_platform.serving.runtimes.mindie import MindIEModel
 from inference_platform.serving.runtimes.mlserver import MLServerModel
 from inference_platform.serving.runtimes.sglang import SGLangModel
 from inference_platform.serving.runtimes.tfserving import TFServingModel
@@ -16,7 +17,14 @@ from inference_platform.serving.runtimes.triton import TritonModel
 from inference_platform.serving.runtimes.vllm import VLLMModel
 
 ModelSpec = Annotated[
-    TFServingModel | TorchServeModel | TritonModel | MLServerModel | VLLMModel | SGLangModel | CustomModel,
+    TFServingModel
+    | TorchServeModel
+    | TritonModel
+    | MLServerModel
+    | VLLMModel
+    | SGLangModel
+    | MindIEModel
+    | CustomModel,
     Field(discriminator="runtime"),
 ]
 """One model's spec; the `runtime` key selects the runtime's own settings model."""
