@@ -339,6 +339,18 @@ def full_config() -> dict[str, Any]:
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 4},
         },
         {
+            # MindIE on Ascend NPUs across nodes: a group of 2 pods x 8 NPUs joined by an HCCL rank table,
+            # scaling on MindIE's own queue gauge.
+            "name": "qwen-npu",
+            "runtime": "mindie",
+            "npu": {"type": "Ascend910B3", "count": 8},
+            "nodes": 2,
+            "maxSeqLen": 8192,
+            "maxInputTokenLen": 4096,
+            "versions": [{"name": "v1", "modelUri": "pvc://models/qwen3-32b", "weight": 100}],
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 16},
+        },
+        {
             "name": "embed",
             "runtime": "triton",
             "format": "onnx",
