@@ -128,6 +128,7 @@ RUNTIME_MINIMUMS: dict[str, dict[str, Any]] = {
     "mlserver": {"runtime": "mlserver"},
     "vllm": {"runtime": "vllm", "gpu": "exclusive"},
     "sglang": {"runtime": "sglang", "gpu": "exclusive"},
+    "mindie": {"runtime": "mindie", "npu": "Ascend910B3"},
     "custom": {
         "runtime": "custom",
         "image": "registry.example.com/server:1.0.0",
@@ -350,6 +351,18 @@ def full_config() -> dict[str, Any]:
             "gpu": {"mode": "vgpu", "memoryMib": 40960},
             "versions": [{"name": "v1", "modelUri": "s3://models/mistral-7b-trtllm/1", "weight": 100}],
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 8},
+        },
+        {
+            # MindIE on Ascend NPUs across nodes: a group of 2 pods x 8 NPUs joined by an HCCL rank table,
+            # scaling on MindIE's own queue gauge.
+            "name": "qwen-npu",
+            "runtime": "mindie",
+            "npu": {"type": "Ascend910B3", "count": 8},
+            "nodes": 2,
+            "maxSeqLen": 8192,
+            "maxInputTokenLen": 4096,
+            "versions": [{"name": "v1", "modelUri": "pvc://models/qwen3-32b", "weight": 100}],
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 16},
         },
         {
             "name": "embed",

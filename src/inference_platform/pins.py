@@ -22,6 +22,10 @@ SGLANG_IMAGE = "docker.io/lmsysorg/sglang:v0.5.23"
 # version whose model templates the triton-llm runtime's configs follow. Engines must be built
 # with that TensorRT-LLM.
 TRITON_LLM_IMAGE = "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"
+# MindIE Service for Atlas 800I A2 (Ascend 910B), Ascend's own image on its hub (AscendHub, the
+# tag upstream's quick start names; MindIE-LLM's README pairs 2.2.RC1 with CANN 8.3.RC2). Other
+# chips take another tag of the same repository (300I-Duo for 310P) through the model's `image`.
+MINDIE_IMAGE = "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"
 
 # Downloads model files from s3://, gs://, http(s):// and hf:// before the server starts.
 STORAGE_INITIALIZER_IMAGE = "docker.io/kserve/storage-initializer:v0.20.0"

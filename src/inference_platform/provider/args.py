@@ -17,6 +17,7 @@ class ModelRuntime(str, Enum):
     Mlserver = "mlserver"
     Vllm = "vllm"
     Sglang = "sglang"
+    Mindie = "mindie"
     Custom = "custom"
 
 
@@ -485,7 +486,7 @@ class ExampleSpec(TypedDict):
 
 
 class Model(TypedDict):
-    """One of: tfserving, torchserve, triton, triton-llm, mlserver, vllm, sglang, custom, chosen by `runtime`."""
+    """One of: tfserving, torchserve, triton, triton-llm, mlserver, vllm, sglang, mindie, custom, chosen by `runtime`."""
 
     name: str
     """Served at <name>.<domain>; also the Kubernetes name prefix."""
@@ -548,7 +549,7 @@ class Model(TypedDict):
     format: NotRequired[ModelFormat]
     """Picks the backend and the file name in each version directory (model.onnx, ...). Only with runtime triton or mlserver."""
     max_batch_size: NotRequired[int]
-    """The model's max_batch_size (0: the model does not batch). Only with runtime triton, triton-llm or mlserver."""
+    """The model's max_batch_size (0: the model does not batch). Only with runtime triton, triton-llm, mlserver or mindie."""
     inputs: NotRequired[list[Tensor]]
     """The model's inputs (name, dataType like FP32, dims), when its config is generated. Only with runtime triton."""
     outputs: NotRequired[list[Tensor]]
@@ -600,9 +601,15 @@ class Model(TypedDict):
     gpu_memory_utilization: NotRequired[float]
     """Share of the device the engine takes (weights and KV cache); derived from a vGPU memory cap when unset. Only with runtime vllm or sglang."""
     nodes: NotRequired[int]
-    """Nodes one replica spans: a group of this many pods (a leader and workers), each with gpu.count GPUs, so the engine spans nodes x gpu.count GPUs. Default: 1. Only with runtime vllm."""
+    """Nodes one replica spans: a group of this many pods (a leader and workers), each with gpu.count GPUs, so the engine spans nodes x gpu.count GPUs. Default: 1. Only with runtime vllm or mindie."""
     pipeline_parallel_size: NotRequired[int]
     """Pipeline stages; `nodes` by default. tensorParallelSize x pipelineParallelSize must equal nodes x gpu.count. Only with runtime vllm."""
+    world_size: NotRequired[int]
+    """NPUs one pod's engine spans (ModelConfig worldSize); npu.count, which it must equal, by default. Only with runtime mindie."""
+    max_seq_len: NotRequired[int]
+    """Longest sequence, prompt and output, in tokens (maxSeqLen). Default: 2560. Only with runtime mindie."""
+    max_input_token_len: NotRequired[int]
+    """Longest prompt in tokens (maxInputTokenLen); at most maxSeqLen. Default: 2048. Only with runtime mindie."""
     command: NotRequired[list[str]]
     """Overrides the image's entrypoint. Only with runtime custom."""
     port: NotRequired[int]

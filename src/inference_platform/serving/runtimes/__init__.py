@@ -8,6 +8,7 @@ from pydantic import Field
 
 from inference_platform.config.errors import Discriminated
 from inference_platform.serving.runtimes.custom import CustomModel
+from inference_platform.serving.runtimes.mindie import MindIEModel
 from inference_platform.serving.runtimes.mlserver import MLServerModel
 from inference_platform.serving.runtimes.sglang import SGLangModel
 from inference_platform.serving.runtimes.tfserving import TFServingModel
@@ -24,6 +25,7 @@ ModelSpec = Annotated[
     | MLServerModel
     | VLLMModel
     | SGLangModel
+    | MindIEModel
     | CustomModel,
     Field(discriminator="runtime"),
 ]

@@ -121,6 +121,9 @@ class ServerContainer:
     """The server's arguments; a model's and a version's `args` follow them."""
     env: Mapping[str, str] = field(default_factory=dict)
     """The server's environment; a model's and a version's `env` win."""
+    field_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables the kubelet fills from the pod's own fields (the Downward API: name -> fieldPath,
+    e.g. status.podIP); a model's and a version's `env` of the same name win."""
     config_mounts: Sequence[Mount] = ()
     """Where the generated config files go (`config_mount`), mounted after the model's files."""
     mounts: Sequence[Mount] = ()
@@ -154,7 +157,7 @@ def model_server_container(spec: ModelSpecBase, version: ModelVersion, server: S
             "ports": [
                 {"name": name, "containerPort": number, "protocol": "TCP"} for name, number in spec.server_ports.items()
             ],
-            "env": [{"name": name, "value": value} for name, value in sorted(merged_env.items())],
+            "env": [entry for _, entry in sorted(_env_entries(merged_env, server.field_env).items())],
             "resources": resources.to_kubernetes(),
             "volumeMounts": mounts,
             **server.probes.to_kubernetes(),
@@ -163,6 +166,14 @@ def model_server_container(spec: ModelSpecBase, version: ModelVersion, server: S
     if not container["env"]:
         del container["env"]
     return container
+
+
+def _env_entries(values: Mapping[str, str], fields: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The container's env entries by name: plain values, and the pod's own fields for the rest."""
+    entries: dict[str, dict[str, Any]] = {
+        name: {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in fields.items()
+    }
+    return entries | {name: {"name": name, "value": value} for name, value in values.items()}
 
 
 def json_file(content: dict[str, Any]) -> str:
