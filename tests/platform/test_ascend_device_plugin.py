@@ -334,3 +334,11 @@ def test_prometheus_scrapes_the_plugin_pod_and_keeps_the_containers_own_pod(
     assert (labels["namespace"], labels["pod"], labels["container"]) == ("service", "pangu-v1-7d9f", "server")
     assert labels["app_kubernetes_io_component"] == ascend_device_plugin.NAME
     assert not [name for name in labels if name.startswith("exported_")]
+
+
+def test_each_check_the_privileged_daemon_set_skips_carries_its_reason(rendered: RenderResult) -> None:
+    """checkov reads `checkov.io/skip<n>: <check>=<reason>` and splits on "="."""
+    annotations = the(rendered, "DaemonSet")["metadata"]["annotations"]
+    skips = dict(value.split("=") for key, value in annotations.items() if key.startswith("checkov.io/skip"))
+    assert skips == ascend_device_plugin.CHECKOV_SKIPS
+    assert all(len(reason) >= 10 for reason in skips.values())
