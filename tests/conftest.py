@@ -372,6 +372,15 @@ def full_config() -> dict[str, Any]:
             "versions": [{"name": "v1", "modelUri": "pvc://models/embed/1", "weight": 100}],
             **tensors,
         },
+        {
+            # An Ascend vNPU (HAMi's template slicing): HAMi's Ascend side and its device plugin
+            # are installed; it scales on requests (nothing reports one pod's NPU use).
+            **RUNTIME_MINIMUMS["custom"],
+            "name": "pangu",
+            "npu": {"type": "Ascend910B3", "mode": "vnpu", "memoryMib": 16384},
+            "versions": [{"name": "v1", "modelUri": "pvc://models/pangu/1", "weight": 100}],
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "requestsPerSecond": 20},
+        },
     ]
     config["inference-platform:pipelines"] = PIPELINES
     return config

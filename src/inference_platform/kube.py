@@ -17,10 +17,14 @@ _TYPED: dict[tuple[str, str], tuple[str, str]] = {
     ("v1", "Secret"): ("core.v1", "Secret"),
     ("v1", "Service"): ("core.v1", "Service"),
     ("v1", "ServiceAccount"): ("core.v1", "ServiceAccount"),
+    ("apps/v1", "DaemonSet"): ("apps.v1", "DaemonSet"),
     ("apps/v1", "Deployment"): ("apps.v1", "Deployment"),
     ("autoscaling/v2", "HorizontalPodAutoscaler"): ("autoscaling.v2", "HorizontalPodAutoscaler"),
     ("policy/v1", "PodDisruptionBudget"): ("policy.v1", "PodDisruptionBudget"),
     ("networking.k8s.io/v1", "NetworkPolicy"): ("networking.v1", "NetworkPolicy"),
+    ("node.k8s.io/v1", "RuntimeClass"): ("node.v1", "RuntimeClass"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("rbac.v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("rbac.v1", "ClusterRoleBinding"),
 }
 
 
@@ -33,7 +37,11 @@ def _typed_class(api_version: str, kind: str) -> Any:
 
 
 # Top-level manifest keys as the typed classes name them.
-_ARGUMENTS = {"stringData": "string_data", "automountServiceAccountToken": "automount_service_account_token"}
+_ARGUMENTS = {
+    "stringData": "string_data",
+    "automountServiceAccountToken": "automount_service_account_token",
+    "roleRef": "role_ref",
+}
 
 
 def register(

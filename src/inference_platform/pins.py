@@ -35,6 +35,9 @@ KSERVE_ROUTER_IMAGE = "docker.io/kserve/router:v0.20.0"
 # published by .github/workflows/comparator-image.yml on a `comparator-v<version>` tag; the tag
 # is the package's version (tests hold the two together).
 COMPARATOR_IMAGE = "ghcr.io/inference-platform/inference-comparator:0.1.0"
+# HAMi's Ascend device plugin (Project-HAMi/ascend-device-plugin v1.4.0; HAMi's chart has none):
+# the node side of Ascend NPUs, as upstream's ascend-device-plugin.yaml names its image.
+ASCEND_DEVICE_PLUGIN_IMAGE = "docker.io/projecthami/ascend-device-plugin:v1.4.0"
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,12 @@ def test_bad_npu_settings_are_reported_at_their_lines_all_at_once(tmp_path: Path
         custom("odd-910c", {"type": "Ascend910C", "count": 3}),
         custom("own-devices", "Ascend310P", env=[{"name": "ASCEND_RT_VISIBLE_DEVICES", "value": "0"}]),
         custom("npu-use", "Ascend910B3", autoscaling={"minReplicas": 1, "maxReplicas": 3, "gpuUtilization": 60}),
+        # Soft slicing too: the plugin's per-container series carries the whole card's use.
+        custom(
+            "soft-npu-use",
+            {"type": "Ascend910B3", "mode": "vnpu", "slicing": "soft", "memoryMib": 8192},
+            autoscaling={"minReplicas": 1, "maxReplicas": 3, "gpuUtilization": 60},
+        ),
     ]
     found = problems(stack(models), tmp_path, capsys)
     expected = [
@@ -113,7 +119,8 @@ def test_bad_npu_settings_are_reported_at_their_lines_all_at_once(tmp_path: Path
         ("npu.memoryMib", "40000 MiB is more than an Ascend910B4 holds (32768 MiB)"),
         ("npu.count", "1 or even"),
         ("env[0] (ASCEND_RT_VISIBLE_DEVICES).name", "set by HAMi's Ascend device plugin"),
-        ("autoscaling.gpuUtilization", "only under soft slicing"),
+        ("autoscaling.gpuUtilization", "the whole card's AI Core utilisation"),
+        ("autoscaling.gpuUtilization", "the whole card's AI Core utilisation"),
     ]
     assert len(found) == len(expected), found
     for index, (path, text) in enumerate(expected):

@@ -18,6 +18,7 @@ from inference_platform.cli.render import Registration, RenderResult, run_progra
 from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.platform import helm
 from inference_platform.platform.helm import BUILT_IN_NAMESPACES
+from inference_platform.platform.network import PlatformNetwork
 from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
 from inference_platform.stack.platform_components import COMPONENTS, installed
 from tests.stacks.conftest import CLUSTER_STACKS, stack_config_path
@@ -76,13 +77,21 @@ def installs_a_chart(component: type[pulumi.ComponentResource]) -> bool:
     return any(getattr(helm, name).__name__ in names for name in ("chart", "release"))
 
 
+def registers_objects(component: type[pulumi.ComponentResource]) -> bool:
+    """Whether the constructor registers Kubernetes objects built as data (kube.py's register)."""
+    return "register" in component.__init__.__code__.co_names
+
+
 def test_every_chart_component_is_one_entry() -> None:
-    """Each component class under platform/ that installs a Helm chart is a registry entry, once."""
+    """Each component class under platform/ that installs a Helm chart, or deploys objects of its
+    own (HAMi's Ascend device plugin), is a registry entry, once; the platform network, built by
+    the platform layer from every entry's edges, is none."""
     entries = [entry.component for entry in COMPONENTS]
     assert len(entries) == len(set(entries))
     assert len({entry.name for entry in COMPONENTS}) == len(COMPONENTS)
-    charted = {c for c in components_in("inference_platform.platform") if installs_a_chart(c)}
-    assert set(entries) == charted
+    found = components_in("inference_platform.platform")
+    deploying = {c for c in found if installs_a_chart(c) or registers_objects(c)} - {PlatformNetwork}
+    assert set(entries) == deploying
 
 
 def test_the_components_owning_charts_are_the_entries(run: tuple[StackConfig, RenderResult]) -> None:
@@ -92,7 +101,18 @@ def test_the_components_owning_charts_are_the_entries(run: tuple[StackConfig, Re
     expected = {f"{entry.component.__name__}::{entry.name}" for entry in installed(config)}
     components = {f"{r.type.removeprefix(PLATFORM_TYPE)}::{r.name}" for r in registered(result, PLATFORM_TYPE).values()}
     assert components - {"PlatformNetwork::platform-network"} == expected
-    assert set(chart_owners(result)) == expected
+    charted = {f"{e.component.__name__}::{e.name}" for e in installed(config) if installs_a_chart(e.component)}
+    assert set(chart_owners(result)) == charted
+    # A component of objects of its own puts them in installed charts' namespaces, which the
+    # closed network covers (the Ascend device plugin: HAMi's).
+    owners = result.component_labels()
+    charts = set().union(*chart_owners(result).values())
+    for entry in installed(config):
+        if installs_a_chart(entry.component):
+            continue
+        label = f"{PLATFORM_TYPE}{entry.component.__name__}::{entry.name}"
+        namespaces = {r.inputs["metadata"].get("namespace") for r in result.manifests if owners[r.urn] == label}
+        assert namespaces - {None} <= charts, entry.name
 
 
 def test_the_closed_network_covers_exactly_the_installed_charts_namespaces(

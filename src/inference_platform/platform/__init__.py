@@ -1,6 +1,11 @@
 """The cluster platform: one component per pinned upstream chart, each with its typed config and a
 raw-values escape hatch. Nothing here knows of models or of a stack."""
 
+from inference_platform.platform.ascend_device_plugin import (
+    AscendDevicePlugin,
+    AscendDevicePluginArgs,
+    AscendDevicePluginConfig,
+)
 from inference_platform.platform.dcgm_exporter import DcgmExporter, DcgmExporterArgs, DcgmExporterConfig
 from inference_platform.platform.gpu_nodes import GpuNodes, Toleration
 from inference_platform.platform.grafana import Grafana, GrafanaArgs, GrafanaConfig
@@ -32,6 +37,9 @@ from inference_platform.platform.prometheus_adapter import (
 )
 
 __all__ = [
+    "AscendDevicePlugin",
+    "AscendDevicePluginArgs",
+    "AscendDevicePluginConfig",
     "DcgmExporter",
     "DcgmExporterArgs",
     "DcgmExporterConfig",

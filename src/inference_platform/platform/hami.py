@@ -14,6 +14,7 @@ from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label
 from inference_platform.platform.gpu_nodes import GPU_RESOURCE, GpuNodes
 from inference_platform.platform.helm import merge_values, own_namespace, release
+from inference_platform.platform.npu_nodes import NpuNodes
 
 RELEASE = "hami"
 MONITOR_PORT = 9394
@@ -94,6 +95,11 @@ class HamiArgs(ConfigModel):
     kubernetes_version: Annotated[str, Field(pattern=r"^1\.[0-9]+\.[0-9]+$")] = Field(
         description="The cluster's version, which HAMi's kube-scheduler must match."
     )
+    npu_nodes: NpuNodes | None = Field(
+        default=None,
+        description="The Ascend NPU nodes, when some model runs on NPUs: turns on HAMi's Ascend side (its "
+        "scheduler's, the vnpus device config); none leaves it off.",
+    )
 
 
 # The label HAMi's install guide puts on the GPU nodes it manages (its chart's default selector).
@@ -105,9 +111,28 @@ SCHEDULER_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits":
 NODE_AGENT_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}
 
 
-def hami_values(config: HamiConfig, nodes: GpuNodes, kubernetes_version: str) -> dict[str, Any]:
-    image = config.kube_scheduler_image
+def ascend_values(nodes: NpuNodes) -> dict[str, Any]:
+    """HAMi's Ascend side: the scheduler's --enable-ascend, the huawei.com/* resources it owns, and
+    the `vnpus:` device config (ConfigMap hami-scheduler-device) the Ascend device plugin reads."""
     return {
+        "enabled": True,
+        # Written into every chip's device config; HAMi's webhook sets it on NPU pods naming none.
+        "runtimeClassName": nodes.runtime_class_name,
+        # Soft slicing (hami-vnpu-core) on every node; the device plugin reads it from the config.
+        "hamiVnpuCore": nodes.soft_slicing,
+        # Read by no template of chart 2.10.0 (its Ascend device plugin is a separate project,
+        # platform/ascend_device_plugin.py); given so they agree with the plugin's nodes if one does.
+        "nodeSelector": dict(sorted(nodes.node_selector.items())),
+        "tolerations": [t.to_kubernetes() for t in nodes.tolerations],
+    }
+
+
+def hami_values(
+    config: HamiConfig, nodes: GpuNodes, kubernetes_version: str, npu_nodes: NpuNodes | None = None
+) -> dict[str, Any]:
+    image = config.kube_scheduler_image
+    devices = {"devices": {"ascend": ascend_values(npu_nodes)}} if npu_nodes is not None else {}
+    return devices | {
         "scheduler": {
             # HAMi runs its own kube-scheduler; it must be the cluster's version.
             "kubeScheduler": {
@@ -154,7 +179,8 @@ class Hami(pulumi.ComponentResource):
     def __init__(self, name: str, args: HamiArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:Hami", name, None, opts)
         config = args.config
-        values = merge_values(hami_values(config, args.nodes, args.kubernetes_version), config.values)
+        generated = hami_values(config, args.nodes, args.kubernetes_version, args.npu_nodes)
+        values = merge_values(generated, config.values)
         waits = own_namespace(config.namespace, self)
         # A new namespace replaces the release; its cluster-scoped objects (the webhook, the
         # scheduler's roles) keep their names, which Helm refuses to a second release: delete first.

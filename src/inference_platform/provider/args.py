@@ -820,6 +820,15 @@ class HamiConfig(TypedDict):
     """Raw chart values laid over the generated ones."""
 
 
+class AscendDevicePluginConfig(TypedDict):
+    """HAMi's Ascend device plugin, installed on the NPU nodes when some model runs on Ascend NPUs."""
+
+    image: NotRequired[str]
+    """The plugin's image (registry/repository:tag): an air-gapped cluster's mirror of the pinned one. Default: \"docker.io/projecthami/ascend-device-plugin:v1.4.0\"."""
+    priority_class_name: NotRequired[str]
+    """The plugin pods' PriorityClass (upstream's: NPU pods cannot start on a node without it). Default: \"system-node-critical\"."""
+
+
 class Toleration(TypedDict):
     key: NotRequired[str]
     """The taint's key; none with Exists: every taint."""
@@ -940,6 +949,8 @@ class PlatformConfig(TypedDict):
     """NVIDIA dcgm-exporter: per-GPU metrics on GPU nodes (off by default)."""
     hami: NotRequired[HamiConfig]
     """HAMi: GPU sharing, required for gpu: vgpu and for Ascend NPUs (off by default)."""
+    ascend_device_plugin: NotRequired[AscendDevicePluginConfig]
+    """HAMi's Ascend device plugin, installed in HAMi's namespace when some model runs on Ascend NPUs."""
     gpu_nodes: NotRequired[GpuNodes]
     """How GPU pods find and tolerate GPU nodes."""
     npu_nodes: NotRequired[NpuNodes]

@@ -333,15 +333,18 @@ class ModelSpecBase(ConfigModel):
     def _autoscaling_problems(self) -> list[tuple[str, str]]:
         problems = []
         if self.autoscaling.gpu_utilization is not None and self.npu is not None:
-            if self.npu.mode != "vnpu" or self.npu.slicing != "soft":
-                problems.append(
-                    (
-                        "autoscaling.gpuUtilization",
-                        "nothing reports one pod's NPU use here: HAMi's Ascend device plugin exports per-container "
-                        "utilisation only under soft slicing (npu mode vnpu, slicing soft), and dcgm-exporter is "
-                        "NVIDIA's; scale on requestsPerSecond or queueDepth",
-                    )
+            # ascend-device-plugin v1.4.0 (internal/monitor/collector.go) gives each container's
+            # hami_container_device_utilization_ratio the card's AICore rate, and serves it only
+            # under soft slicing: pods sharing a card would see, and scale on, each other's load.
+            problems.append(
+                (
+                    "autoscaling.gpuUtilization",
+                    "nothing reports one pod's NPU use: HAMi's Ascend device plugin gives every container on a "
+                    "card the whole card's AI Core utilisation (and only under soft slicing), so pods sharing "
+                    "a card would scale on each other's load, and dcgm-exporter is NVIDIA's; scale on "
+                    "requestsPerSecond or queueDepth",
                 )
+            )
         elif self.autoscaling.gpu_utilization is not None and self.gpu.mode == "none":
             problems.append(("autoscaling.gpuUtilization", "the model has no GPU to measure: set gpu, or drop this"))
         elif self.autoscaling.gpu_utilization is not None and self.gpu.mode == "shared":

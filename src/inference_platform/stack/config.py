@@ -32,6 +32,7 @@ from inference_platform.config.errors import (
 )
 from inference_platform.config.limits import nesting_problem
 from inference_platform.config.partial import parsed, validate_partially
+from inference_platform.platform.ascend_device_plugin import AscendDevicePluginConfig
 from inference_platform.platform.dcgm_exporter import DcgmExporterConfig
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.grafana import HOST_PREFIX as GRAFANA_HOST
@@ -91,6 +92,10 @@ class PlatformConfig(ConfigModel):
     hami: HamiConfig = Field(
         default_factory=HamiConfig,
         description="HAMi: GPU sharing, required for gpu: vgpu and for Ascend NPUs (off by default).",
+    )
+    ascend_device_plugin: AscendDevicePluginConfig = Field(
+        default_factory=AscendDevicePluginConfig,
+        description="HAMi's Ascend device plugin, installed in HAMi's namespace when some model runs on Ascend NPUs.",
     )
     gpu_nodes: GpuNodes = Field(default_factory=GpuNodes, description="How GPU pods find and tolerate GPU nodes.")
     npu_nodes: NpuNodes = Field(
@@ -496,6 +501,12 @@ class StackConfig(ConfigModel):
     def uses_npus(self) -> bool:
         """Whether some model runs on Ascend NPUs: HAMi's Ascend side and its device plugin are installed."""
         return any(model.npu is not None for model in self.models)
+
+    @property
+    def installs_ascend_device_plugin(self) -> bool:
+        """HAMi's Ascend device plugin: on the NPU nodes when some model runs on NPUs (which HAMi
+        schedules: a model's npu without HAMi is a config error)."""
+        return self.uses_npus and self.platform.hami.enabled
 
 
 def decode_value(raw: Any) -> Any:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pulumi
 
 from inference_platform.platform import (
+    ascend_device_plugin,
     dcgm_exporter,
     grafana,
     hami,
@@ -226,3 +227,13 @@ def hami_edges(table: EdgeTable) -> None:
         Pods.of("hami-admission-jobs", namespace, hami.ADMISSION_JOB_POD_LABELS), "writes its certificate"
     )
     table.scraped(device_plugin, (hami.MONITOR_PORT,), "HAMi's per-container GPU metrics")
+
+
+def ascend_device_plugin_edges(table: EdgeTable) -> None:
+    platform = table.config.platform
+    plugin = Pods.of("hami-ascend-device-plugin", platform.hami.namespace, ascend_device_plugin.POD_LABELS)
+    # The kubelet's device-plugin socket is a host path: no network.
+    table.watches_api(plugin, "annotates its node's NPUs and the pods it allocates them to")
+    if platform.npu_nodes.soft_slicing:
+        # Its exporter runs only on soft-slicing nodes.
+        table.scraped(plugin, (ascend_device_plugin.MONITOR_PORT,), "HAMi's Ascend device plugin's vNPU metrics")

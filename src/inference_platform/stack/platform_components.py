@@ -15,6 +15,7 @@ import pulumi
 
 from inference_platform.analysis import comparison
 from inference_platform.analysis.dashboards import model_dashboard
+from inference_platform.platform.ascend_device_plugin import AscendDevicePlugin, AscendDevicePluginArgs
 from inference_platform.platform.dcgm_exporter import DcgmExporter, DcgmExporterArgs
 from inference_platform.platform.grafana import Grafana, GrafanaArgs
 from inference_platform.platform.hami import Hami, HamiArgs
@@ -161,9 +162,26 @@ def _hami(name: str, config: StackConfig, _: Installed, opts: pulumi.ResourceOpt
     platform = config.platform
     if platform.kubernetes_version is None:
         raise ValueError("platform.kubernetesVersion is required with HAMi (the stack config checks this first)")
-    args = HamiArgs(config=platform.hami, nodes=platform.gpu_nodes, kubernetes_version=platform.kubernetes_version)
+    args = HamiArgs(
+        config=platform.hami,
+        nodes=platform.gpu_nodes,
+        kubernetes_version=platform.kubernetes_version,
+        npu_nodes=platform.npu_nodes if config.uses_npus else None,
+    )
     hami = Hami(name, args, opts)
     return Deployed(hami, (hami,))
+
+
+def _ascend_device_plugin(
+    name: str, config: StackConfig, installed: Installed, opts: pulumi.ResourceOptions
+) -> Deployed:
+    # In HAMi's namespace, reading HAMi's device config: after HAMi's release, which makes both.
+    platform = config.platform
+    args = AscendDevicePluginArgs(
+        config=platform.ascend_device_plugin, namespace=platform.hami.namespace, nodes=platform.npu_nodes
+    )
+    plugin = AscendDevicePlugin(name, args, _after(opts, [installed[Hami].component]))
+    return Deployed(plugin)
 
 
 COMPONENTS: tuple[PlatformComponent, ...] = (
@@ -207,6 +225,13 @@ COMPONENTS: tuple[PlatformComponent, ...] = (
         lambda c: c.platform.hami.enabled and c.platform.kubernetes_version is not None,
         _hami,
         network.hami_edges,
+    ),
+    PlatformComponent(
+        "ascend-device-plugin",
+        AscendDevicePlugin,
+        lambda c: c.installs_ascend_device_plugin,
+        _ascend_device_plugin,
+        network.ascend_device_plugin_edges,
     ),
 )
 
