@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from inference_platform.cli.main import main
 from inference_platform.cli.render_files import CHARTS, MANIFESTS, OUTPUTS, read_render
 from inference_platform.config.errors import INCOMPLETE
+from inference_platform.serving.runtimes import ModelSpec
 from tests.conftest import ROOT, RUNTIME_MINIMUMS
 from tests.owner_schemas import validate
 from tests.policies.test_stacks_meet_policies import RESOURCE_CHECKS, rules
@@ -112,14 +113,43 @@ def gpu_settings(draw: st.DrawFn, runtime: str, gpu_sharing: bool) -> dict[str, 
     return {}
 
 
+NPUS = st.sampled_from(
+    [
+        "Ascend910B3",
+        {"type": "Ascend910B3", "count": 2},
+        {"type": "Ascend310P", "mode": "vnpu", "memoryMib": 6000},
+        {"type": "Ascend910B3", "mode": "vnpu", "slicing": "soft", "memoryMib": 8192, "cores": 25},
+    ]
+)
+# The runtimes that may run on Ascend NPUs, read from the runtimes themselves.
+NPU_RUNTIMES = frozenset(
+    tag
+    for variant in get_args(get_args(ModelSpec)[0])
+    if variant.USES_NPUS
+    for tag in get_args(variant.model_fields["runtime"].annotation)
+)
+
+
+def npu_settings(npu: Any, runtime: str) -> dict[str, Any]:
+    """A model on Ascend NPUs (HAMi is on): its `npu`, and vLLM's tensor parallelism over them."""
+    count = npu.get("count", 1) if isinstance(npu, dict) else 1
+    return {"npu": npu} | ({"tensorParallelSize": count} if runtime == "vllm" else {})
+
+
 @st.composite
 def models(draw: st.DrawFn, name: str, gpu_sharing: bool) -> dict[str, Any]:
-    runtime = draw(st.sampled_from(sorted(RUNTIME_MINIMUMS)))
-    model: dict[str, Any] = {k: v for k, v in copy.deepcopy(RUNTIME_MINIMUMS[runtime]).items() if k != "gpu"}
+    # NPUs are scheduled by HAMi: a runtime that needs them only where HAMi runs.
+    needs_npus = {r for r, minimum in RUNTIME_MINIMUMS.items() if "npu" in minimum}
+    runtime = draw(st.sampled_from(sorted(set(RUNTIME_MINIMUMS) - (set() if gpu_sharing else needs_npus))))
+    minimum = copy.deepcopy(RUNTIME_MINIMUMS[runtime])
+    model: dict[str, Any] = {k: v for k, v in minimum.items() if k not in ("gpu", "npu")}
     model |= {"name": name, "versions": draw(versions(name))}
     if runtime == "triton":
         model |= {"format": draw(st.sampled_from(["onnx", "tensorrt", "pytorch"]))} | TENSORS
-    model |= gpu_settings(draw, runtime, gpu_sharing)
+    if runtime in needs_npus or (gpu_sharing and runtime in NPU_RUNTIMES and draw(st.booleans())):
+        model |= npu_settings(draw(NPUS), runtime)
+    else:
+        model |= gpu_settings(draw, runtime, gpu_sharing)
     if draw(st.booleans()):
         model["replicas"] = draw(st.integers(0, 5))
     elif draw(st.booleans()):
