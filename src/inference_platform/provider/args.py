@@ -547,19 +547,19 @@ class Model(TypedDict):
     parallel_workers: NotRequired[int]
     """Inference worker processes (0 runs inference in the server process). Default: 1. Only with runtime mlserver."""
     tensor_parallel_size: NotRequired[int]
-    """GPUs one replica spreads the model over; must match the GPU count. Default: 1. Only with runtime vllm or sglang."""
+    """GPUs (or NPUs) one replica spreads the model over; must match the GPU (or NPU) count. Default: 1. Only with runtime vllm or sglang."""
     max_model_len: NotRequired[int]
     """Longest context (prompt and output) in tokens; the model's own when unset. Only with runtime vllm or sglang."""
     dtype: NotRequired[ModelDtype]
     """The weights' and activations' data type (--dtype). Default: \"auto\". Only with runtime vllm or sglang."""
     gpu_memory_utilization: NotRequired[float]
-    """Share of the device the engine takes (weights and KV cache); derived from a vGPU memory cap when unset. Only with runtime vllm or sglang."""
+    """Share of the device the engine takes (weights and KV cache); derived from a vGPU or vNPU memory cap when unset. Only with runtime vllm or sglang."""
     shm_size: NotRequired[str]
     """Shared memory for the workers of tensor-parallel inference. Default: \"2Gi\". Only with runtime vllm or sglang."""
     nodes: NotRequired[int]
-    """Nodes one replica spans: a group of this many pods (a leader and workers), each with gpu.count GPUs, so the engine spans nodes x gpu.count GPUs. Default: 1. Only with runtime vllm."""
+    """Nodes one replica spans: a group of this many pods (a leader and workers), each with gpu.count GPUs (or npu.count NPUs), so the engine spans nodes x gpu.count GPUs. Default: 1. Only with runtime vllm."""
     pipeline_parallel_size: NotRequired[int]
-    """Pipeline stages; `nodes` by default. tensorParallelSize x pipelineParallelSize must equal nodes x gpu.count. Only with runtime vllm."""
+    """Pipeline stages; `nodes` by default. tensorParallelSize x pipelineParallelSize must equal nodes x gpu.count (or npu.count). Only with runtime vllm."""
     command: NotRequired[list[str]]
     """Overrides the image's entrypoint. Only with runtime custom."""
     port: NotRequired[int]
