@@ -17,6 +17,7 @@ from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.runtimes.llm_engine import CAP_RESERVE_MIB
 from inference_platform.serving.runtimes.sglang import SGLangModel
 from inference_platform.serving.runtimes.vllm import VLLMModel
+from tests.conftest import ROOT
 from tests.serving.test_npu import problems, stack
 
 VERSIONS = [{"name": "v1", "modelUri": "pvc://models/qwen3-8b", "weight": 100}]
@@ -172,3 +173,18 @@ def test_an_npu_group_is_measured_against_the_npu_nodes_not_the_gpu_nodes(tmp_pa
     assert not any("platform.gpuNodes" in line for line in found), found
     assert any("models[1] (too-big).nodes" in line and "declares 2 Ascend910B3 nodes" in line for line in found), found
     assert not any("models[0] (fits)" in line for line in found), found
+
+
+def test_the_docs_template_table_is_hamis_chip_table() -> None:
+    """docs/accelerators.md lists every chip's memory, AI cores and templates as platform/ascend.py
+    has them (which tests/platform/test_ascend_chips.py holds to HAMi's chart)."""
+    rows = [
+        f"| `{chip.common_word}` | `{chip.resource}` | {chip.memory_capacity_mib} ({chip.memory_allocatable_mib} "
+        f"allocatable) | {chip.ai_core} | "
+        + ", ".join(f"`{t.name}` {t.memory_mib} MiB / {t.ai_core} cores" for t in chip.templates)
+        + " |"
+        for chip in CHIPS.values()
+    ]
+    page = (ROOT / "docs" / "accelerators.md").read_text().splitlines()
+    documented = [line for line in page if line.startswith("| `Ascend") and "huawei.com/" in line]
+    assert documented == rows
