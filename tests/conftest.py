@@ -331,6 +331,15 @@ def full_config() -> dict[str, Any]:
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 16},
         },
         {
+            # vLLM on Ascend NPUs: vllm-ascend's image, two whole 910B3 cards, tensor parallel over them.
+            "name": "qwen-ascend",
+            "runtime": "vllm",
+            "npu": {"type": "Ascend910B3", "count": 2},
+            "tensorParallelSize": 2,
+            "maxModelLen": 16384,
+            "versions": [{"name": "v1", "modelUri": "pvc://models/qwen3-32b", "weight": 100}],
+        },
+        {
             "name": "qwen",
             "runtime": "sglang",
             "gpu": {"mode": "exclusive", "count": 2},

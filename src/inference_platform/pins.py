@@ -16,6 +16,11 @@ TORCHSERVE_GPU_IMAGE = "docker.io/pytorch/torchserve:0.12.0-gpu"
 # 26.07 ships Triton 2.71, the newest release confirmed published.
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-py3"
 VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.33.0"
+# vLLM on Ascend NPUs: vllm-project/vllm-ascend's image (vLLM and its Ascend plugin, whose versions
+# follow vLLM's). v0.30.0 (2026-10, vLLM 0.30.0, CANN 9.2.1) is its newest release; none matches
+# vLLM 0.33.0 yet. The tag is for Atlas A2 (910B); the runtime adds the chip family's suffix
+# (-a3, -310p).
+VLLM_ASCEND_IMAGE = "quay.io/ascend/vllm-ascend:v0.30.0"
 # v0.5.23 is a CUDA 13 build (CUDA 12 builds end at v0.5.19-cu129): nodes need a CUDA 13 driver.
 SGLANG_IMAGE = "docker.io/lmsysorg/sglang:v0.5.23"
 # Triton with the TensorRT-LLM backend: 25.05 carries TensorRT-LLM 0.19.0 (its release notes), the

@@ -593,17 +593,17 @@ class Model(TypedDict):
     parallel_workers: NotRequired[int]
     """Inference worker processes (0 runs inference in the server process). Default: 1. Only with runtime mlserver."""
     tensor_parallel_size: NotRequired[int]
-    """GPUs one replica spreads the model over; must match the GPU count. Default: 1. Only with runtime vllm or sglang."""
+    """GPUs (or NPUs) one replica spreads the model over; must match the GPU (or NPU) count. Default: 1. Only with runtime vllm or sglang."""
     max_model_len: NotRequired[int]
     """Longest context (prompt and output) in tokens; the model's own when unset. Only with runtime vllm or sglang."""
     dtype: NotRequired[ModelDtype]
     """The weights' and activations' data type (--dtype). Default: \"auto\". Only with runtime vllm or sglang."""
     gpu_memory_utilization: NotRequired[float]
-    """Share of the device the engine takes (weights and KV cache); derived from a vGPU memory cap when unset. Only with runtime vllm or sglang."""
+    """Share of the device the engine takes (weights and KV cache); derived from a vGPU or vNPU memory cap when unset. Only with runtime vllm or sglang."""
     nodes: NotRequired[int]
-    """Nodes one replica spans: a group of this many pods (a leader and workers), each with gpu.count GPUs, so the engine spans nodes x gpu.count GPUs. Default: 1. Only with runtime vllm or mindie."""
+    """Nodes one replica spans: a group of this many pods (a leader and workers), each with gpu.count GPUs (or npu.count NPUs), so the engine spans nodes x gpu.count GPUs. Default: 1. Only with runtime vllm or mindie."""
     pipeline_parallel_size: NotRequired[int]
-    """Pipeline stages; `nodes` by default. tensorParallelSize x pipelineParallelSize must equal nodes x gpu.count. Only with runtime vllm."""
+    """Pipeline stages; `nodes` by default. tensorParallelSize x pipelineParallelSize must equal nodes x gpu.count (or npu.count). Only with runtime vllm."""
     world_size: NotRequired[int]
     """NPUs one pod's engine spans (ModelConfig worldSize); npu.count, which it must equal, by default. Only with runtime mindie."""
     max_seq_len: NotRequired[int]

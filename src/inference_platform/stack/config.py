@@ -421,7 +421,8 @@ class StackConfig(ConfigModel):
                 f"platform.gpuNodes declares {nodes.count} nodes",
             )
             for index, model in enumerate(self.models)
-            if nodes.count is not None and model.group_size > nodes.count
+            # An NPU group is measured against its NPU pool (_npu_capacity_problems).
+            if nodes.count is not None and model.group_size > nodes.count and model.npu is None
         ]
         problems += self._npu_capacity_problems()
         plan = self.capacity()

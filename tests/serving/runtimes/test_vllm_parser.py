@@ -43,10 +43,12 @@ def parse_all(argvs: list[list[str]], *fields: str) -> list[dict[str, Any]]:
 
 
 def server_argv(spec: VLLMModel, nodes: GpuNodes | None = None) -> list[str]:
+    """What follows `vllm serve`: the command's rest and the args, or on Ascend NPUs (where the
+    image's entrypoint stays and `vllm serve` leads the args) the args' rest."""
     container = spec.plan(spec.versions[0], nodes or GpuNodes()).container
-    command, args = container["command"], container["args"]
-    assert command[:2] == ["vllm", "serve"]
-    return [*command[2:], *args]
+    line = [*container.get("command", []), *container["args"]]
+    assert line[:2] == ["vllm", "serve"]
+    return line[2:]
 
 
 def test_the_installed_parser_is_the_version_the_image_runs() -> None:
@@ -179,3 +181,52 @@ def test_what_vllms_parser_lets_through_is_refused_by_the_config() -> None:
     assert any("--distributed-executor-backend is set by the platform for a multi-node group" in m for _, m in messages)
     assert any("--node-rank is set by the platform for a multi-node group" in m for _, m in messages)
     assert "unrecognized arguments: --headles" in misspelt["error"]
+
+
+def ascend(npu: Any, **settings: Any) -> VLLMModel:
+    return VLLMModel.model_validate(
+        {"name": "qwen", "runtime": "vllm", "npu": npu, "maxModelLen": 16384, "dtype": "bfloat16"}
+        | {"versions": [{"name": "v1", "modelUri": "pvc://models/qwen3-32b", "weight": 100}]}
+        | settings
+    )
+
+
+def test_vllm_ascends_arguments_parse_to_the_intended_settings() -> None:
+    """vllm-ascend takes vLLM's own arguments: whole NPUs, a template vNPU and a soft vNPU with
+    a memory cap, through vLLM's parser, each with the share the platform derived."""
+    models = [
+        ascend({"type": "Ascend910B3", "count": 2}, tensorParallelSize=2),
+        ascend({"type": "Ascend910B3", "mode": "vnpu", "memoryMib": 30000}),
+        ascend({"type": "Ascend910B3", "mode": "vnpu", "slicing": "soft", "memoryMib": 24576, "cores": 40}),
+        ascend({"type": "Ascend310P", "mode": "vnpu", "memoryMib": 6144}, dtype="float16"),
+    ]
+    *parsed, bare = parse_all([*(server_argv(spec) for spec in models), ["/mnt/models"]])
+    shares = [spec.memory_utilization(GpuNodes()) for spec in models]
+    assert shares == [None, 0.93, 0.34, 0.66]
+    for spec, found, share in zip(models, parsed, shares, strict=True):
+        assert "error" not in found, found
+        assert found["model_tag"] == "/mnt/models"
+        assert found["served_model_name"] == ["qwen"]
+        assert found["port"] == 8000
+        assert found["tensor_parallel_size"] == spec.tensor_parallel_size
+        assert found["max_model_len"] == 16384
+        assert found["dtype"] == spec.dtype
+        # Unset: vLLM's own default, as on whole GPUs.
+        assert found["gpu_memory_utilization"] == (share if share is not None else bare["gpu_memory_utilization"])
+
+
+def test_every_pod_of_an_ascend_group_parses_to_one_engine_across_the_nodes() -> None:
+    spec = ascend({"type": "Ascend910C", "count": 16}, nodes=2, tensorParallelSize=16, pipelineParallelSize=2)
+    plan = spec.plan(spec.versions[0], GpuNodes())
+    assert plan.workers is not None
+    assert plan.workers.args[:2] == ("vllm", "serve")
+    leader, worker = parse_all(
+        [as_started(server_argv(spec), 0), as_started(list(plan.workers.args[2:]), 1)], *GROUP_FIELDS
+    )
+    for parsed in (leader, worker):
+        assert "error" not in parsed, parsed
+        assert (parsed["tensor_parallel_size"], parsed["pipeline_parallel_size"], parsed["nnodes"]) == (16, 2, 2)
+        assert (parsed["master_addr"], parsed["master_port"]) == (LEADER_ADDRESS, 29501)
+        assert parsed["distributed_executor_backend"] == "mp"
+    assert [p["node_rank"] for p in (leader, worker)] == [0, 1]
+    assert [p["headless"] for p in (leader, worker)] == [False, True]

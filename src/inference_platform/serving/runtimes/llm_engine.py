@@ -1,6 +1,7 @@
-"""What the LLM engines (vLLM, SGLang) share: GPUs are required, tensor parallelism spans a pod's
-GPUs, the engine's share of device memory is sized to a vGPU's memory cap, and the workers of
-tensor-parallel inference talk through shared memory. Each engine's own module maps these settings
+"""What the LLM engines (vLLM, SGLang) share: GPUs (or, for an engine that runs on them, Ascend
+NPUs) are required, tensor parallelism spans a pod's devices, the engine's share of device memory is
+sized to a vGPU's or vNPU's memory cap, and the workers of tensor-parallel inference talk through
+shared memory. Each engine's own module maps these settings
 to its flags and names its image, command and probes.
 """
 
@@ -31,7 +32,6 @@ CAP_RESERVE_MIB = 2048
 # The share when the cap's size is unknown (a percentage of a GPU of unknown size).
 CAP_SHARE_DEFAULT = 0.85
 MIN_CAP_SHARE = 0.5
-
 DEFAULT_RESOURCES = Resources(
     requests=ResourceList(cpu="2", memory="16Gi"),
     limits=ResourceList(cpu="8", memory="32Gi"),
@@ -49,7 +49,8 @@ class LLMEngineModel(ModelSpecBase):
     """The engine's name in messages."""
 
     tensor_parallel_size: Annotated[int, Field(ge=1, le=16)] = Field(
-        default=1, description="GPUs one replica spreads the model over; must match the GPU count."
+        default=1,
+        description="GPUs (or NPUs) one replica spreads the model over; must match the GPU (or NPU) count.",
     )
     max_model_len: Annotated[int, Field(ge=1)] | None = Field(
         default=None, description="Longest context (prompt and output) in tokens; the model's own when unset."
@@ -59,8 +60,8 @@ class LLMEngineModel(ModelSpecBase):
     )
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = Field(
         default=None,
-        description="Share of the device the engine takes (weights and KV cache); derived from a vGPU memory "
-        "cap when unset.",
+        description="Share of the device the engine takes (weights and KV cache); derived from a vGPU or vNPU "
+        "memory cap when unset.",
     )
     shm_size: Annotated[str, Field(pattern=r"^[0-9]+(Mi|Gi)$")] = Field(
         default="2Gi", description="Shared memory for the workers of tensor-parallel inference."
@@ -69,7 +70,11 @@ class LLMEngineModel(ModelSpecBase):
     @model_validator(mode="after")
     def _needs_gpus(self) -> LLMEngineModel:
         problems = []
-        if self.gpu.mode == "none":
+        if self.npu is not None:
+            # An engine that cannot use NPUs is refused by ModelSpecBase (`npu`).
+            if self.USES_NPUS:
+                problems += self._parallel_problems() + self._npu_share_problems()
+        elif self.gpu.mode == "none":
             problems.append(("gpu", f"{self.ENGINE} serves on GPUs: set gpu to exclusive, vgpu or shared"))
         elif self.gpu.mode == "shared" and self.gpu_memory_utilization is None:
             problems.append(
@@ -85,29 +90,75 @@ class LLMEngineModel(ModelSpecBase):
             raise config_problems(problems)
         return self
 
+    @property
+    def device_noun(self) -> str:
+        """What a pod's devices are called in messages."""
+        return "NPU" if self.npu is not None else "GPU"
+
     def _parallel_problems(self) -> list[tuple[str, str]]:
-        """Tensor parallelism spans the pod's GPUs."""
-        if self.gpu.device_count is not None and self.gpu.device_count != self.tensor_parallel_size:
-            count = self.gpu.device_count
+        """Tensor parallelism spans the pod's GPUs (or NPUs)."""
+        count = self.accelerator_count
+        if count is not None and count != self.tensor_parallel_size:
             return [
                 (
                     "tensorParallelSize",
-                    f"is {self.tensor_parallel_size} but each pod gets {count} GPU(s): make them equal",
+                    f"is {self.tensor_parallel_size} but each pod gets {count} {self.device_noun}(s): make them equal",
                 )
             ]
         return []
 
+    def _npu_share_problems(self) -> list[tuple[str, str]]:
+        """Under soft slicing a share set by hand must stay inside the vNPU's memory."""
+        ceiling = self._soft_vnpu_ceiling()
+        if ceiling is None or self.gpu_memory_utilization is None or self.gpu_memory_utilization <= ceiling:
+            return []
+        assert self.npu is not None
+        return [
+            (
+                "gpuMemoryUtilization",
+                f"{self.gpu_memory_utilization} is more than the vNPU's share of its card: under soft slicing the "
+                f"card reports all its {self.npu.chip.memory_capacity_mib} MiB, and the vNPU holds "
+                f"{self.npu.memory_mib} MiB ({ceiling:.4f}): set {ceiling:.2f} or less, or leave it unset",
+            )
+        ]
+
+    def _soft_vnpu_ceiling(self) -> float | None:
+        """A soft-sliced vNPU's memory over its card's: the most the engine may take."""
+        npu = self.npu
+        if npu is None or npu.mode != "vnpu" or npu.slicing != "soft" or npu.memory_mib is None:
+            return None
+        return npu.memory_mib / npu.chip.memory_capacity_mib
+
     def memory_utilization(self, gpu_nodes: GpuNodes) -> float | None:
-        """The engine's memory share: as set, or sized to a vGPU memory cap so the engine stays inside it."""
+        """The engine's memory share: as set, or sized to a vGPU's or vNPU's memory cap so the
+        engine stays inside it."""
         if self.gpu_memory_utilization is not None:
             return self.gpu_memory_utilization
+        if self.npu is not None:
+            return self._npu_memory_utilization()
         if not isinstance(self.gpu, VirtualGpu) or not self.gpu.memory_capped:
             return None  # whole devices: the engine's own default
         cap = self.gpu.memory_cap_mib(gpu_nodes)
         if cap is None:
             return CAP_SHARE_DEFAULT
-        share = math.floor((cap - CAP_RESERVE_MIB) / cap * 100) / 100
-        return max(MIN_CAP_SHARE, share)
+        return _share_of_cap(cap)
+
+    def _npu_memory_utilization(self) -> float | None:
+        """A template vNPU is a card of the template's memory to the engine, as a vGPU is one of its
+        cap: the same share. A soft-sliced vNPU shows the whole card: the vNPU's memory, less the
+        reserve (or half the vNPU when that is less), over the card's: never more than the vNPU's
+        memory over the card's (ascend-device-plugin docs/hami.md). Whole NPUs: the engine's own
+        default."""
+        npu = self.npu
+        assert npu is not None
+        template = npu.template
+        if template is not None:
+            return _share_of_cap(template.memory_mib)
+        ceiling = self._soft_vnpu_ceiling()
+        if ceiling is None or npu.memory_mib is None:
+            return None
+        usable = max(npu.memory_mib - CAP_RESERVE_MIB, npu.memory_mib * MIN_CAP_SHARE)
+        return max(0.01, math.floor(usable / npu.chip.memory_capacity_mib * 100) / 100)
 
     def engine_plan(
         self,
@@ -145,3 +196,9 @@ class LLMEngineModel(ModelSpecBase):
         return ExampleRequest(
             path=self.inference_path, body={"model": self.name, "prompt": "The capital of France is", "max_tokens": 16}
         )
+
+
+def _share_of_cap(cap_mib: int) -> float:
+    """The share of a device whose whole memory is the cap, keeping the reserve out of it."""
+    share = math.floor((cap_mib - CAP_RESERVE_MIB) / cap_mib * 100) / 100
+    return max(MIN_CAP_SHARE, share)

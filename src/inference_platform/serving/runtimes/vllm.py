@@ -9,6 +9,13 @@ LeaderWorkerSet group), run in vLLM's own multi-node mode without Ray. The leade
 serves the API; the workers run `--headless` with their rank from LWS_WORKER_INDEX and reach the
 leader at LWS_LEADER_ADDRESS, both set in every pod by the LWS controller (the kubelet expands
 $(VAR) in arguments from the container's environment).
+
+With `npu` the model runs on Ascend NPUs in vllm-project/vllm-ascend's image: vLLM with its Ascend
+plugin, which takes vLLM's own arguments, so the flags are the same. The image is the one built for
+the chip's family. Its entrypoint (CANN's: it sources the toolkit's and NNAL's environment, then
+runs its arguments) stays, so `vllm serve` is the container's args. The device plugin sets
+ASCEND_RT_VISIBLE_DEVICES; nothing NVIDIA's is set. Multi-node groups run the same way as on GPUs
+(vllm-ascend documents vLLM's multiprocessing mode across nodes without Ray), on whole NPUs.
 """
 
 from __future__ import annotations
@@ -47,6 +54,18 @@ GROUP_FLAGS = (
 # torch.distributed's rendezvous on the leader (vLLM's default, named so it is declared).
 MASTER_PORT = 29501
 LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+# vllm-ascend publishes one image per chip family (its image workflow's suffixes): the plain tag
+# for Atlas A2 (910B), -a3 for Atlas A3 (910C), -310p for Atlas 300I Duo (310P). It has none
+# for the 910A of the older Atlas 800 training servers.
+ASCEND_IMAGE_SUFFIX = {
+    "Ascend910B2": "",
+    "Ascend910B3": "",
+    "Ascend910B4": "",
+    "Ascend910B4-1": "",
+    "Ascend910C": "-a3",
+    "Ascend310P": "-310p",
+}
+SERVE = ("vllm", "serve", MODEL_DIR)
 WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 
 
@@ -55,27 +74,46 @@ class VLLMModel(LLMEngineModel):
     ENGINE: ClassVar[str] = "vLLM"
     # vLLM's gauge of requests waiting for the scheduler (vllm/v1/metrics/loggers.py).
     QUEUE_METRIC: ClassVar[str | None] = "vllm:num_requests_waiting"
+    # On Ascend NPUs through vllm-ascend's image.
+    USES_NPUS: ClassVar[bool] = True
 
     runtime: Literal["vllm"] = Field(
-        description="vLLM: a Hugging Face model directory; HTTP 8000 (OpenAI API and metrics). Needs a GPU."
+        description="vLLM: a Hugging Face model directory; HTTP 8000 (OpenAI API and metrics). Needs a GPU, or "
+        "an Ascend NPU (npu: vllm-ascend's image)."
     )
     nodes: Annotated[int, Field(ge=1, le=16)] = Field(
         default=1,
         description="Nodes one replica spans: a group of this many pods (a leader and workers), each with "
-        "gpu.count GPUs, so the engine spans nodes x gpu.count GPUs.",
+        "gpu.count GPUs (or npu.count NPUs), so the engine spans nodes x gpu.count GPUs.",
     )
     pipeline_parallel_size: Annotated[int, Field(ge=1, le=16)] | None = Field(
         default=None,
         description="Pipeline stages; `nodes` by default. tensorParallelSize x pipelineParallelSize must equal "
-        "nodes x gpu.count.",
+        "nodes x gpu.count (or npu.count).",
     )
+
+    @model_validator(mode="after")
+    def _ascend_image(self) -> VLLMModel:
+        if self.npu is not None and self.npu.type not in ASCEND_IMAGE_SUFFIX:
+            raise config_problems(
+                [
+                    (
+                        "npu.type",
+                        f"vllm-ascend has no image for {self.npu.type}: it runs on Atlas A2 (Ascend910B2, "
+                        "Ascend910B3, Ascend910B4, Ascend910B4-1), A3 (Ascend910C) and 300I Duo (Ascend310P)",
+                    )
+                ]
+            )
+        return self
 
     @model_validator(mode="after")
     def _groups(self) -> VLLMModel:
         if self.nodes == 1:
             return self
         problems = []
-        if self.gpu.mode in ("vgpu", "shared"):
+        if self.npu is not None and self.npu.mode == "vnpu":
+            problems.append(("nodes", "a group spans whole nodes' NPUs: use npu mode exclusive, not vnpu"))
+        elif self.gpu.mode in ("vgpu", "shared"):
             problems.append(("nodes", f"a group spans whole nodes' GPUs: use gpu mode exclusive, not {self.gpu.mode}"))
         if self.autoscaling.scales_to_zero:
             problems.append(("autoscaling.minReplicas", "a multi-node group does not sleep at zero: set 1 or more"))
@@ -116,16 +154,17 @@ class VLLMModel(LLMEngineModel):
     def _parallel_problems(self) -> list[tuple[str, str]]:
         if self.nodes == 1 and self.pipeline_parallel_size is None:
             return super()._parallel_problems()
-        gpus = self.gpu.device_count
-        if gpus is None:
+        devices = self.accelerator_count
+        if devices is None:
             return []
         tensor, stages = self.tensor_parallel_size, self.pipeline_stages
-        if tensor * stages != self.nodes * gpus:
+        if tensor * stages != self.nodes * devices:
             return [
                 (
                     "tensorParallelSize",
                     f"tensorParallelSize x pipelineParallelSize is {tensor} x {stages} = {tensor * stages}, but a "
-                    f"replica has {self.nodes} node(s) x {gpus} GPU(s) = {self.nodes * gpus}: make them equal",
+                    f"replica has {self.nodes} node(s) x {devices} {self.device_noun}(s) = {self.nodes * devices}: "
+                    "make them equal",
                 )
             ]
         return []
@@ -160,13 +199,23 @@ class VLLMModel(LLMEngineModel):
     def worker_args(self, gpu_nodes: GpuNodes) -> list[str]:
         return [*self.server_args(gpu_nodes), f"--node-rank={WORKER_INDEX}", "--headless"]
 
+    @property
+    def engine_image(self) -> str:
+        """vLLM's image, or on Ascend NPUs vllm-ascend's for the chip's family."""
+        if self.npu is None:
+            return pins.VLLM_IMAGE
+        return pins.VLLM_ASCEND_IMAGE + ASCEND_IMAGE_SUFFIX[self.npu.type]
+
     def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
+        # `vllm serve <model dir>` (the older api_server module is deprecated): the container's
+        # command, or on Ascend its args, so CANN's entrypoint sets up the toolkit's environment first.
+        on_npus = self.npu is not None
+        serve = list(SERVE) if on_npus else []
         plan = self.engine_plan(
             version,
-            image=pins.VLLM_IMAGE,
-            # `vllm serve <model dir>`: the image's entrypoint; the older api_server module is deprecated.
-            command=["vllm", "serve", MODEL_DIR],
-            args=self.leader_args(gpu_nodes),
+            image=self.engine_image,
+            command=[] if on_npus else list(SERVE),
+            args=[*serve, *self.leader_args(gpu_nodes)],
             env={"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
             # Loading weights and capturing CUDA graphs takes minutes: allow half an hour.
             probes=Probes.ready_after_start(
@@ -178,5 +227,5 @@ class VLLMModel(LLMEngineModel):
         if self.nodes == 1:
             return plan
         # The engine's process is the container's: when a worker's exits, its group is recreated.
-        workers = WorkerPlan(self.nodes, (*self.worker_args(gpu_nodes), *self.args, *version.args))
+        workers = WorkerPlan(self.nodes, (*serve, *self.worker_args(gpu_nodes), *self.args, *version.args))
         return dataclasses.replace(plan, workers=workers)
