@@ -152,15 +152,19 @@ def test_whole_npus_count_per_type_apart_from_gpus() -> None:
         RUNTIME_MINIMUMS["vllm"]
         | {"name": "g", "versions": [{"name": "v1", "modelUri": "pvc://m/g", "weight": 100}], "replicas": 2},
     ]
-    found = plan(stack(models, npuNodes={"pools": [{"type": "Ascend910B3", "count": 1, "npusPerNode": 8}]}))
+    pools = [
+        {"type": "Ascend910B3", "count": 1, "npusPerNode": 8},
+        {"type": "Ascend310P", "count": 1, "npusPerNode": 4},
+    ]
+    found = plan(stack(models, npuNodes={"pools": pools}))
     assert found["gpus"] == {"min": 2, "awake": 2, "peak": 2}
     assert found["npus"] == {
         "Ascend310P": {
             "min": 1,
             "awake": 1,
             "peak": 1,
-            "declared": None,
-            "fits": dict.fromkeys(("min", "awake", "peak")),
+            "declared": 4,
+            "fits": dict.fromkeys(("min", "awake", "peak"), True),
         },
         "Ascend910B3": {
             "min": 6,
@@ -244,3 +248,28 @@ def test_the_render_summary_outputs_and_diff_show_npus(render_dir: Any, tmp_path
     assert (
         "NPU capacity, Ascend910B3: min 2 -> 4, awake 2 -> 4, peak 2 -> 4 of 8 declared.\n" in capsys.readouterr().out
     )
+
+
+def test_template_vnpus_are_packed_by_the_ai_cpus_they_take_too() -> None:
+    """310P: 8 AI cores, 7 AI CPUs. vir04 takes 4 cores and 4 CPUs: by cores two share a card, by
+    CPUs only one fits. 910B2: 6 CPUs, so 8 vir03_1c_8g (3 of 24 cores, 1 CPU each) need 2 cards."""
+    chip = CHIPS["Ascend310P"]
+    vir04 = next(t for t in chip.templates if t.name == "vir04")
+    assert 2 * vir04.ai_core <= chip.ai_core < 2 * (vir04.ai_cpu or 0) + chip.ai_cpu  # cores alone would pair them
+    found = plan(
+        stack([custom("a", {"type": "Ascend310P", "mode": "vnpu", "memoryMib": vir04.memory_mib}, replicas=2)])
+    )
+    assert found["npus"]["Ascend310P"]["min"] == 2
+    small = {"type": "Ascend910B2", "mode": "vnpu", "memoryMib": 8192}
+    assert plan(stack([custom("a", small, replicas=8)]))["npus"]["Ascend910B2"]["min"] == 2
+    assert plan(stack([custom("a", small, replicas=6)]))["npus"]["Ascend910B2"]["min"] == 1
+
+
+def test_a_type_the_declared_pools_lack_is_a_config_error() -> None:
+    pools = {"pools": [{"type": "Ascend910B3", "count": 2, "npusPerNode": 8}]}
+    with pytest.raises(ConfigError) as error:
+        parse_stack_config(project_values(stack([custom("a", "Ascend310P")], npuNodes=pools)))
+    assert [str(p) for p in error.value.problems] == [
+        "models[0].npu.type: platform.npuNodes.pools declares no Ascend310P nodes (only Ascend910B3): its pods "
+        "could never schedule; add a pool of them, or pick a declared type"
+    ]

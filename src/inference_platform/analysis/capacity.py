@@ -19,7 +19,7 @@ Ascend NPUs (`npu`) are counted apart, per chip type, against `platform.npuNodes
 - `exclusive`: `count` whole cards a pod (a multi-node replica: per pod of the group).
 - `vnpu` with template (hard) slicing: what HAMi gives, not what was asked: the memory request
   rounded up to the first template that holds it (`platform/ascend.py`), a whole card when none
-  does or none is asked; packed by the template's AI cores and memory.
+  does or none is asked; packed by the template's memory, AI cores and AI CPUs.
 - `vnpu` with soft slicing: the exact memory (of the card's allocatable memory) and `cores` percent.
 """
 
@@ -47,12 +47,15 @@ class Slice:
     """Share of one GPU's memory."""
     cores: Fraction
     """Share of one GPU's cores."""
+    cpus: Fraction = Fraction(0)
+    """Share of one NPU's AI CPUs (a hard vNPU template's); GPUs have none."""
 
 
 @dataclass
 class Gpu:
     memory: Fraction = Fraction(0)
     cores: Fraction = Fraction(0)
+    cpus: Fraction = Fraction(0)
     pods: list[int] = field(default_factory=list)
 
     def fits(self, piece: Slice, pod: int, sharing: Sharing) -> bool:
@@ -61,11 +64,13 @@ class Gpu:
             and len(self.pods) < sharing.split_count
             and self.memory + piece.memory <= sharing.memory_scaling
             and self.cores + piece.cores <= sharing.core_scaling
+            and self.cpus + piece.cpus <= 1
         )
 
     def take(self, piece: Slice, pod: int) -> None:
         self.memory += piece.memory
         self.cores += piece.cores
+        self.cpus += piece.cpus
         self.pods.append(pod)
 
 
@@ -92,8 +97,12 @@ def npu_slice(spec: NpuSpec) -> Slice | None:
     template = spec.template
     if template is None:
         return None  # no memory asked, or more than every template holds: a whole card
+    # A template holds AI CPUs too where the chip has them (910B2: 6, vir03_1c_8g takes 1).
+    cpus = Fraction(template.ai_cpu or 0, chip.ai_cpu) if chip.ai_cpu else Fraction(0)
     return Slice(
-        memory=Fraction(template.memory_mib, chip.memory_capacity_mib), cores=Fraction(template.ai_core, chip.ai_core)
+        memory=Fraction(template.memory_mib, chip.memory_capacity_mib),
+        cores=Fraction(template.ai_core, chip.ai_core),
+        cpus=cpus,
     )
 
 

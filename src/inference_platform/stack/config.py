@@ -445,8 +445,19 @@ class StackConfig(ConfigModel):
         pools = self.platform.npu_nodes
         problems = []
         for index, model in enumerate(self.models):
-            pool = pools.pool(model.npu.type) if model.npu is not None else None
-            if model.npu is None or pool is None:
+            if model.npu is None:
+                continue
+            pool = pools.pool(model.npu.type)
+            if pool is None:
+                if pools.pools:
+                    declared = ", ".join(p.type for p in pools.pools)
+                    problems.append(
+                        (
+                            f"models[{index}].npu.type",
+                            f"platform.npuNodes.pools declares no {model.npu.type} nodes (only {declared}): its pods "
+                            "could never schedule; add a pool of them, or pick a declared type",
+                        )
+                    )
                 continue
             if model.npu.count > pool.npus_per_node:
                 problems.append(
