@@ -342,3 +342,19 @@ def test_each_check_the_privileged_daemon_set_skips_carries_its_reason(rendered:
     skips = dict(value.split("=") for key, value in annotations.items() if key.startswith("checkov.io/skip"))
     assert skips == ascend_device_plugin.CHECKOV_SKIPS
     assert all(len(reason) >= 10 for reason in skips.values())
+
+
+def test_a_cluster_that_has_the_runtime_class_keeps_its_own(tmp_path: Path) -> None:
+    """Ascend Docker Runtime's installer may have made the RuntimeClass already: creating it again
+    would fail `pulumi up`, so the platform can leave it out, and the pods still name it."""
+    config = npu_config(NPU_NODES)
+    config["inference-platform:platform"]["ascendDevicePlugin"] = {"createRuntimeClass": False}
+    result = render(tmp_path, config)
+    assert objects(result, "RuntimeClass") == []
+    assert objects(result, "DaemonSet")
+    pods = [
+        d["spec"]["template"]["spec"]
+        for d in objects(result, "Deployment")
+        if d["metadata"]["name"].startswith("pangu")
+    ]
+    assert {p["runtimeClassName"] for p in pods} == {ascend.RUNTIME_CLASS}

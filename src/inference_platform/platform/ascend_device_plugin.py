@@ -71,6 +71,11 @@ class AscendDevicePluginConfig(ConfigModel):
         default="system-node-critical",
         description="The plugin pods' PriorityClass (upstream's: NPU pods cannot start on a node without it).",
     )
+    create_runtime_class: bool = Field(
+        default=True,
+        description="Create the RuntimeClass NPU pods name (platform.npuNodes.runtimeClassName, handler ascend); "
+        "false where the cluster already has it (Ascend Docker Runtime's or MindCluster's installer made one).",
+    )
 
 
 class AscendDevicePluginArgs(ConfigModel):
@@ -236,7 +241,7 @@ def manifests(args: AscendDevicePluginArgs) -> list[dict[str, Any]]:
         cluster_role_binding(namespace),
         node_config_map(namespace),
         daemon_set(args),
-        runtime_class(args.nodes),
+        *([runtime_class(args.nodes)] if args.config.create_runtime_class else []),
     ]
 
 

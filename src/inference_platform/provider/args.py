@@ -827,6 +827,8 @@ class AscendDevicePluginConfig(TypedDict):
     """The plugin's image (registry/repository:tag): an air-gapped cluster's mirror of the pinned one. Default: \"docker.io/projecthami/ascend-device-plugin:v1.4.0\"."""
     priority_class_name: NotRequired[str]
     """The plugin pods' PriorityClass (upstream's: NPU pods cannot start on a node without it). Default: \"system-node-critical\"."""
+    create_runtime_class: NotRequired[bool]
+    """Create the RuntimeClass NPU pods name (platform.npuNodes.runtimeClassName, handler ascend); false where the cluster already has it (Ascend Docker Runtime's or MindCluster's installer made one). Default: true."""
 
 
 class Toleration(TypedDict):
