@@ -199,3 +199,31 @@ def test_a_wrong_model_is_reported_whole_at_its_lines(tmp_path: Path, capsys: py
         f"  {path}:7:7: models[0] (mistral).tokenizer: must stay inside the model's files: no '..'",
     ]
     assert not out.exists()
+
+
+def test_generate_stream_is_served_decoupled_and_routed_like_generate(render_config: Any) -> None:
+    """Streaming needs the engine's model decoupled (the ensemble over it streams with it); the
+    gateway's routes (by host and by path) forward every path of the model, so generate_stream
+    reaches Triton as generate does."""
+    spec, plan = plan_of("defaults")
+    assert parse(plan.config_files["tensorrt_llm.pbtxt"]).model_transaction_policy.decoupled
+    _, unstreamed = plan_of("bls, no streaming, every setting")
+    assert not parse(unstreamed.config_files["tensorrt_llm.pbtxt"]).model_transaction_policy.decoupled
+    config = {
+        "inference-platform:domain": "models.example.com",
+        "inference-platform:models": [spec.model_dump(mode="json", by_alias=True, exclude_unset=True)],
+    }
+    (service,) = [
+        r.inputs
+        for r in render_config(config).manifests
+        if r.inputs["kind"] == "VirtualService" and r.inputs["metadata"]["name"] == "mistral"
+    ]
+    routes = {route["name"]: route for route in service["spec"]["http"]}
+    by_host, by_path = routes["by-host"], routes["by-path"]
+    assert by_host["match"] == [{"authority": {"prefix": "mistral.models.example.com"}}]
+    assert "uri" not in by_host["match"][0]  # every path of the host
+    # /models/mistral/v2/models/ensemble/generate_stream reaches Triton as /v2/models/ensemble/generate_stream.
+    assert by_path["match"] == [{"uri": {"prefix": "/models/mistral/"}}]
+    assert by_path["rewrite"] == {"uri": "/"}
+    for route in (by_host, by_path):
+        assert [d["destination"]["host"] for d in route["route"]] == ["mistral.service.svc.cluster.local"]
