@@ -43,17 +43,26 @@ def executable(path: Path, text: str) -> None:
     path.chmod(0o755)
 
 
-def pod(tmp: Path, name: str, config: str, **env: str) -> tuple[dict[str, str], Path]:
-    """A pod's environment: the ConfigMap's config, the node's tool, MindIE's home with the stand-in daemon."""
+def pod(
+    tmp: Path, name: str, config: str, hccn_tool: bool = True, hccn_conf: str | None = None, **env: str
+) -> tuple[dict[str, str], Path]:
+    """A pod's environment: the ConfigMap's config, the node's tool (`hccn_tool` False: none, as for
+    a user other than root) and its /etc/hccn.conf (`hccn_conf`: its text; none by default), MindIE's
+    home with the stand-in daemon."""
     root = tmp / name
-    executable(root / "tools" / "hccn_tool", HCCN_TOOL)
-    executable(root / "home" / "bin" / "mindieservice_daemon", DAEMON)
+    (root / "tools").mkdir(parents=True)
+    if hccn_tool:
+        executable(root / "tools" / "hccn_tool", HCCN_TOOL)
     (root / "etc").mkdir()
+    if hccn_conf is not None:
+        (root / "etc" / "hccn.conf").write_text(hccn_conf, encoding="utf-8")
+    executable(root / "home" / "bin" / "mindieservice_daemon", DAEMON)
     (root / "etc" / "config.json").write_text(config, encoding="utf-8")
     record = root / "record.json"
     return {
         "PATH": f"{root / 'tools'}:{os.environ['PATH']}",
         "MINDIE_CONFIG_SOURCE": str(root / "etc" / "config.json"),
+        "MINDIE_HCCN_CONF": str(root / "etc" / "hccn.conf"),
         "MINDIE_WORK_DIR": str(root / "work"),
         "MINDIE_LLM_HOME_PATH": str(root / "home"),
         "MINDIE_RANK_TABLE_TIMEOUT": "60",
@@ -113,7 +122,7 @@ def test_a_groups_pods_share_one_rank_table_gathered_by_the_leader(tmp_path: Pat
     """Three pods of two NPUs: the leader (worker 0) gathers the workers' parts; every pod writes
     the same table, ranks running by worker index then device, the leader's first (MindIE's master)."""
     config, port = generated_config(3), str(free_port())
-    group = {"LWS_GROUP_SIZE": "3", "LWS_LEADER_ADDRESS": "127.0.0.1", "MINDIE_RANK_TABLE_PORT": port}
+    group: dict[str, Any] = {"LWS_GROUP_SIZE": "3", "LWS_LEADER_ADDRESS": "127.0.0.1", "MINDIE_RANK_TABLE_PORT": port}
     pods = []
     # Workers start first: they wait for the leader, as they would for its name in DNS.
     for index, devices in ((2, "0,1"), (1, "6,7"), (0, "2,3")):
@@ -170,3 +179,36 @@ def test_a_groups_pods_share_one_rank_table_gathered_by_the_leader(tmp_path: Pat
         "status": "completed",
     }
     assert all(seen["env"]["RANK_TABLE_FILE"] for seen in tables)
+
+
+def test_device_ips_come_from_hccn_conf_and_hccn_tool_only_for_devices_it_lacks(tmp_path: Path) -> None:
+    """hccn_tool answers root only, and the pod runs as uid 1000: the node's /etc/hccn.conf
+    (`address_<device id>=<ip>`, mounted read-only) is read first. The leader has no hccn_tool at
+    all; the worker's hccn.conf lacks one of its devices, which hccn_tool reports."""
+    config, port = generated_config(2), str(free_port())
+    group: dict[str, Any] = {"LWS_GROUP_SIZE": "2", "LWS_LEADER_ADDRESS": "127.0.0.1", "MINDIE_RANK_TABLE_PORT": port}
+    leader_conf = "address_2=10.30.0.12\nnetmask_2=255.255.255.0\naddress_3=10.30.0.13\nnetmask_3=255.255.255.0\n"
+    worker_conf = "# from hccn_tool -i 6 -ip -s\naddress_6=10.30.1.16\nnetmask_6=255.255.255.0\n"
+    pods = []
+    for index, devices, conf, tool in ((1, "6,7", worker_conf, True), (0, "2,3", leader_conf, False)):
+        env, record = pod(
+            tmp_path,
+            f"pod{index}",
+            config,
+            hccn_tool=tool,
+            hccn_conf=conf,
+            **group,
+            LWS_WORKER_INDEX=str(index),
+            NODE=str(index),
+            ASCEND_VISIBLE_DEVICES=devices,
+            MIES_CONTAINER_IP=f"10.0.{index}.5",
+            HOST_IP=f"192.168.0.{index}",
+        )
+        pods.append((launch(env), record))
+    for process, _ in pods:
+        finished(process)
+    table = json.loads(read(pods[0][1])["RANK_TABLE_FILE"]["text"])
+    assert [[(d["device_id"], d["device_ip"]) for d in s["device"]] for s in table["server_list"]] == [
+        [("2", "10.30.0.12"), ("3", "10.30.0.13")],
+        [("6", "10.30.1.16"), ("7", "10.20.1.7")],
+    ]

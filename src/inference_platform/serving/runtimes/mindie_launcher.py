@@ -7,9 +7,12 @@ by the program.
    So the generated config.json is copied to the scratch volume, 640, and named by
    MIES_CONFIG_JSON_PATH.
 2. In a multi-node group (LWS_GROUP_SIZE above 1) every pod takes part in one HCCL rank table
-   (RANK_TABLE_FILE, the same checks). Each pod reads its own NPUs' device IPs with
-   `hccn_tool -i <physical id> -ip -g` (the ids the device plugin allocated, ASCEND_VISIBLE_DEVICES)
-   and the leader (LWS_WORKER_INDEX 0) gathers the parts over HTTP on RANK_TABLE_PORT: each worker
+   (RANK_TABLE_FILE, the same checks). Each pod reads its own NPUs' device IPs (by the physical ids
+   the device plugin allocated, ASCEND_VISIBLE_DEVICES) from the node's /etc/hccn.conf, mounted
+   read-only (`address_<device id>=<ip>` lines, written when the NPUs' addresses were set), and
+   asks `hccn_tool -i <id> -ip -g` only for a device the file lacks: the tool answers root only,
+   and the pod runs as uid 1000. The leader (LWS_WORKER_INDEX 0) gathers the parts over HTTP on
+   RANK_TABLE_PORT: each worker
    POSTs its part to the leader (LWS_LEADER_ADDRESS), the leader answers GET with the whole table
    once every pod has joined and stops serving when every worker has it; each pod writes the same
    table. Rank ids run by worker index, then device: the leader holds rank 0, so MindIE makes it
@@ -40,6 +43,8 @@ RANK_TABLE_PORT = int(os.environ.get("MINDIE_RANK_TABLE_PORT", "1122"))
 # How long a group waits for all its pods: they are scheduled together, but images are large.
 JOIN_TIMEOUT_SECONDS = float(os.environ.get("MINDIE_RANK_TABLE_TIMEOUT", "1800"))
 IP_PATTERN = re.compile(r"ipaddr\s*:\s*([0-9]+(?:\.[0-9]+){3})")
+HCCN_CONF = Path(os.environ.get("MINDIE_HCCN_CONF", "/etc/hccn.conf"))
+HCCN_ADDRESS = re.compile(r"^\s*address_([0-9]+)\s*=\s*([0-9]+(?:\.[0-9]+){3})\s*$", re.M)
 
 
 def log(message: str) -> None:
@@ -62,6 +67,15 @@ def physical_devices() -> list[int]:
     raise SystemExit("mindie-launcher: no ASCEND_VISIBLE_DEVICES: the pod got no NPUs from the device plugin")
 
 
+def configured_ips() -> dict[int, str]:
+    """The NPUs' RoCE addresses the node's hccn.conf holds (`address_<device id>=<ip>`), by device id."""
+    try:
+        text = HCCN_CONF.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    return {int(match.group(1)): match.group(2) for match in HCCN_ADDRESS.finditer(text)}
+
+
 def device_ip(device: int) -> str:
     """The RoCE address of one NPU, as `hccn_tool -i <id> -ip -g` reports it (`ipaddr:<address>`)."""
     tool = shutil.which("hccn_tool") or "/usr/local/Ascend/driver/tools/hccn_tool"
@@ -75,11 +89,16 @@ def device_ip(device: int) -> str:
 def own_server(index: int) -> dict[str, Any]:
     """This pod's entry of the rank table: its node, its address and its NPUs with global ranks."""
     devices = physical_devices()
+    configured = configured_ips()
     return {
         "server_id": os.environ["HOST_IP"],
         "container_ip": os.environ["MIES_CONTAINER_IP"],
         "device": [
-            {"device_id": str(device), "device_ip": device_ip(device), "rank_id": str(index * len(devices) + n)}
+            {
+                "device_id": str(device),
+                "device_ip": configured.get(device) or device_ip(device),
+                "rank_id": str(index * len(devices) + n),
+            }
             for n, device in enumerate(devices)
         ],
     }
