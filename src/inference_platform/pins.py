@@ -30,6 +30,9 @@ TRITON_LLM_IMAGE = "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"
 # MindIE Service for Atlas 800I A2 (Ascend 910B), Ascend's own image on its hub (AscendHub, the
 # tag upstream's quick start names; MindIE-LLM's README pairs 2.2.RC1 with CANN 8.3.RC2). Other
 # chips take another tag of the same repository (300I-Duo for 310P) through the model's `image`.
+# A gap: the runtime's config.json follows (and is tested against) MindIE-LLM 3.0.0.beta.1's default
+# file, while this image is 2.2.RC1; keys new in 3.0 (e.g. kvPoolConfig, the layerwiseDisaggregated*
+# keys, distDPServerEnabled) are unproven against it. Move to a 3.0 image when one is published.
 MINDIE_IMAGE = "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"
 
 # Downloads model files from s3://, gs://, http(s):// and hf:// before the server starts.

@@ -147,7 +147,9 @@ def models(draw: st.DrawFn, name: str, gpu_sharing: bool) -> dict[str, Any]:
     if runtime == "triton":
         model |= {"format": draw(st.sampled_from(["onnx", "tensorrt", "pytorch"]))} | TENSORS
     if runtime in needs_npus or (gpu_sharing and runtime in NPU_RUNTIMES and draw(st.booleans())):
-        model |= npu_settings(draw(NPUS), runtime)
+        # MindIE's pinned image is the 910B build: other chips need an image of their own.
+        npu = draw(NPUS.filter(lambda n: runtime != "mindie" or "Ascend910B" in str(n)))
+        model |= npu_settings(npu, runtime)
     else:
         model |= gpu_settings(draw, runtime, gpu_sharing)
     if draw(st.booleans()):

@@ -158,6 +158,21 @@ MODEL = {"name": "qwen", "runtime": "mindie", "npu": {"type": "Ascend910B3", "co
         ),
         ({"worldSize": 8}, []),
         (
+            {"npu": "Ascend310P"},
+            [
+                (
+                    f"{M}.npu.type",
+                    "the pinned MindIE image is the Atlas 800I A2 build (Ascend 910B: Ascend910B2, Ascend910B3, "
+                    "Ascend910B4, Ascend910B4-1); for Ascend310P set image to MindIE's build for that chip",
+                )
+            ],
+        ),
+        ({"npu": "Ascend310P", "image": "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-300I-Duo"}, []),
+        (
+            {"nodes": 2, "npu": {"type": "Ascend910C", "count": 8}, "image": "registry.example.com/mindie-a3:1.0.0"},
+            [(f"{M}.nodes", "Ascend910C groups need an A3 super-pod rank table, which the launcher does not write")],
+        ),
+        (
             {"maxSeqLen": 1024},
             [(f"{M}.maxInputTokenLen", "2048 is longer than maxSeqLen (1024)")],
         ),

@@ -196,6 +196,10 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+# The chips the pinned image (the Atlas 800I A2 build) serves.
+IMAGE_CHIPS = ("Ascend910B2", "Ascend910B3", "Ascend910B4", "Ascend910B4-1")
+
+
 class MindIEModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {
         "http": PORT,
@@ -243,6 +247,18 @@ class MindIEModel(ModelSpecBase):
                     "worldSize",
                     f"is {self.world_size} but each pod gets {self.npu.count} NPU(s): make them equal, or drop this",
                 )
+            )
+        elif self.npu.type not in IMAGE_CHIPS and self.image is None and any(v.image is None for v in self.versions):
+            problems.append(
+                (
+                    "npu.type",
+                    f"the pinned MindIE image is the Atlas 800I A2 build (Ascend 910B: {', '.join(IMAGE_CHIPS)}); for "
+                    f"{self.npu.type} set image to MindIE's build for that chip",
+                )
+            )
+        if self.npu is not None and self.npu.chip.super_pod and self.nodes > 1:
+            problems.append(
+                ("nodes", f"{self.npu.type} groups need an A3 super-pod rank table, which the launcher does not write")
             )
         if self.max_input_token_len > self.max_seq_len:
             problems.append(
