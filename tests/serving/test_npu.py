@@ -255,7 +255,9 @@ def test_template_vnpus_are_packed_by_the_ai_cpus_they_take_too() -> None:
     CPUs only one fits. 910B2: 6 CPUs, so 8 vir03_1c_8g (3 of 24 cores, 1 CPU each) need 2 cards."""
     chip = CHIPS["Ascend310P"]
     vir04 = next(t for t in chip.templates if t.name == "vir04")
-    assert 2 * vir04.ai_core <= chip.ai_core < 2 * (vir04.ai_cpu or 0) + chip.ai_cpu  # cores alone would pair them
+    assert 2 * vir04.ai_core <= chip.ai_core  # by cores alone two would share a card
+    assert chip.ai_cpu is not None
+    assert 2 * (vir04.ai_cpu or 0) > chip.ai_cpu  # by AI CPUs they cannot
     found = plan(
         stack([custom("a", {"type": "Ascend310P", "mode": "vnpu", "memoryMib": vir04.memory_mib}, replicas=2)])
     )
