@@ -388,6 +388,30 @@ class ModelSpecBase(ConfigModel):
             if version.number is None
         ]
 
+    def group_problems(self) -> list[tuple[str, str]]:
+        """What a replica made of a group of pods across nodes (group_size > 1, a LeaderWorkerSet
+        group) cannot have: slices of devices, sleep at zero, a transformer, or a pod name that is
+        no DNS label. The LWS controller names a group's pods <model>-<version>-group-<group>-<worker>,
+        and a pod's hostname is its name: at most 63 characters (its webhook refuses more)."""
+        problems = []
+        if self.npu is not None and self.npu.mode == "vnpu":
+            problems.append(("nodes", "a group spans whole nodes' NPUs: use npu mode exclusive, not vnpu"))
+        elif self.gpu.mode in ("vgpu", "shared"):
+            problems.append(("nodes", f"a group spans whole nodes' GPUs: use gpu mode exclusive, not {self.gpu.mode}"))
+        if self.autoscaling.scales_to_zero:
+            problems.append(("autoscaling.minReplicas", "a multi-node group does not sleep at zero: set 1 or more"))
+        if self.transformer is not None:
+            problems.append(("transformer", "a multi-node group serves from its leader alone: no transformer"))
+        groups = self.autoscaling.max_replicas if "autoscaling" in self.model_fields_set else self.replicas
+
+        def last_pod(version: ModelVersion) -> str:
+            last_group = max(groups, version.replicas or 0, 1) - 1
+            return f"{self.name}-{version.name}-group-{last_group}-{self.group_size - 1}"
+
+        return problems + self.version_name_problems(
+            last_pod, "the name of this version's last group's last pod (its hostname)"
+        )
+
     @property
     def accelerator_count(self) -> int | None:
         """The GPUs or NPUs each pod gets (None when a shared GPU shows the pod all of a node's)."""

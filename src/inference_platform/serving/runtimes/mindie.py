@@ -265,24 +265,10 @@ class MindIEModel(ModelSpecBase):
                 ("maxInputTokenLen", f"{self.max_input_token_len} is longer than maxSeqLen ({self.max_seq_len})")
             )
         if self.nodes > 1:
-            problems += self._group_problems()
+            problems += self.group_problems()
         if problems:
             raise config_problems(problems)
         return self
-
-    def _group_problems(self) -> list[tuple[str, str]]:
-        problems = []
-        if self.npu is not None and self.npu.mode == "vnpu":
-            problems.append(("nodes", "a group spans whole nodes' NPUs: use npu mode exclusive, not vnpu"))
-        if self.autoscaling.scales_to_zero:
-            problems.append(("autoscaling.minReplicas", "a multi-node group does not sleep at zero: set 1 or more"))
-        if self.transformer is not None:
-            problems.append(("transformer", "a multi-node group serves from its leader alone: no transformer"))
-        groups = self.autoscaling.max_replicas if "autoscaling" in self.model_fields_set else self.replicas
-        return problems + self.version_name_problems(
-            lambda v: f"{self.name}-{v.name}-group-{max(groups, v.replicas or 0, 1) - 1}-{self.nodes - 1}",
-            "the name of this version's last group's last pod (its hostname)",
-        )
 
     @property
     def group_size(self) -> int:

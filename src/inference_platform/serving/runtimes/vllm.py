@@ -110,16 +110,7 @@ class VLLMModel(LLMEngineModel):
     def _groups(self) -> VLLMModel:
         if self.nodes == 1:
             return self
-        problems = []
-        if self.npu is not None and self.npu.mode == "vnpu":
-            problems.append(("nodes", "a group spans whole nodes' NPUs: use npu mode exclusive, not vnpu"))
-        elif self.gpu.mode in ("vgpu", "shared"):
-            problems.append(("nodes", f"a group spans whole nodes' GPUs: use gpu mode exclusive, not {self.gpu.mode}"))
-        if self.autoscaling.scales_to_zero:
-            problems.append(("autoscaling.minReplicas", "a multi-node group does not sleep at zero: set 1 or more"))
-        if self.transformer is not None:
-            problems.append(("transformer", "a multi-node group serves from its leader alone: no transformer"))
-        problems += self._group_name_problems()
+        problems = self.group_problems()
         given = [("args", i, a) for i, a in enumerate(self.args)]
         given += [
             (f"versions[{v}].args", i, a) for v, version in enumerate(self.versions) for i, a in enumerate(version.args)
@@ -132,16 +123,6 @@ class VLLMModel(LLMEngineModel):
         if problems:
             raise config_problems(problems)
         return self
-
-    def _group_name_problems(self) -> list[tuple[str, str]]:
-        """The LWS controller names a group's pods <model>-<version>-group-<group>-<worker>, and a
-        pod's hostname is its name: a DNS label of at most 63 characters (its webhook refuses more)."""
-        groups = self.autoscaling.max_replicas if "autoscaling" in self.model_fields_set else self.replicas
-
-        def last_pod(version: ModelVersion) -> str:
-            return f"{self.name}-{version.name}-group-{max(groups, version.replicas or 0, 1) - 1}-{self.nodes - 1}"
-
-        return self.version_name_problems(last_pod, "the name of this version's last group's last pod (its hostname)")
 
     @property
     def group_size(self) -> int:
