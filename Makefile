@@ -16,6 +16,9 @@ PIP_FLAGS := --quiet --no-compile --disable-pip-version-check
 # (../shared/charts) where they exist, as in CI; without either, the render pulls the pinned
 # charts into a cache when there is network, and otherwise says why it did not expand them.
 CHARTS_DIR ?= $(wildcard ../shared/charts)
+# The same for the pinned manifest files a stack applies (the Gateway API's CRDs, when a model is
+# routed through inference pools): copies named as pins.py says, else fetched from their URLs.
+MANIFESTS_DIR ?= $(wildcard ../shared/crds)
 
 # requirements.txt installs the library from this checkout (-e .), so pyproject.toml is an input too.
 $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-nodeps.txt pyproject.toml
@@ -62,7 +65,7 @@ tools/bin/helm: src/inference_platform/cli/helm.py | $(BIN)/.installed
 helm: tools/bin/helm
 
 render: $(BIN)/.installed tools/bin/helm
-	$(BIN)/inference-platform render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR))
+	$(BIN)/inference-platform render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR)) $(if $(MANIFESTS_DIR),--manifests-dir $(MANIFESTS_DIR))
 
 # The environments build in parallel (each install waits on the disk and the network as much as
 # on a core), and the checks that need only the main one (ruff, mypy, the import contracts, the

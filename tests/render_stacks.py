@@ -22,6 +22,7 @@ from tests.conftest import full_config, keda_config, stack_file, write_stack_fil
 GENERATED = {"all-features": full_config, "keda": keda_config}
 STACKS = ["dev", "prod", *GENERATED]
 CHARTS = Path(__file__).resolve().parents[1].parent / "shared" / "charts"
+MANIFESTS = CHARTS.parent / "crds"
 
 
 def stack_path(stack: str, out: Path) -> Path:
@@ -35,7 +36,7 @@ def render(stack: str, out: Path, charts: bool) -> None:
     config = stack_path(stack, out)
     arguments = ["render", "--stack", stack, "--config", str(config), "--out", str(directory)]
     if charts and CHARTS.is_dir():
-        arguments += ["--charts-dir", str(CHARTS)]
+        arguments += ["--charts-dir", str(CHARTS), "--manifests-dir", str(MANIFESTS)]
     else:
         arguments += ["--no-charts"]
     if infra_main(arguments) != 0:

@@ -10,6 +10,10 @@ render runs the same functions on what Helm renders.
 Charts come from a directory of pinned tarballs (`<chart>-<version>.tgz`: `--charts-dir` or
 $INFRA_CHARTS_DIR, e.g. an air-gapped mirror), or else from a cache that `helm pull` fills from
 the pinned repositories when there is network.
+
+A yaml.v2.ConfigFile (a release's published manifest, pinned by its URL: the Gateway API's CRDs) is
+expanded the same way, from a directory of pinned copies (`--manifests-dir` or
+$INFRA_MANIFESTS_DIR, each named as its pin says), or else from a cache filled from the URL.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import os
 import subprocess
 import tarfile
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,11 +36,13 @@ from typing import Any
 import pulumi
 import yaml
 
+from inference_platform import pins
 from inference_platform.cli.helm import HelmNotFoundError, find_helm
 from inference_platform.pins import ChartPin
 
 CHARTS_DIR_ENV = "INFRA_CHARTS_DIR"
 CACHE_DIR_ENV = "INFRA_CHARTS_CACHE"
+MANIFESTS_DIR_ENV = "INFRA_MANIFESTS_DIR"
 NO_CHARTS_ENV = "INFRA_NO_CHARTS"
 # What Helm is told the cluster runs when the stack does not say (platform.kubernetesVersion).
 DEFAULT_KUBERNETES_VERSION = "1.33.0"
@@ -269,3 +277,55 @@ def pinned_tarball(pin: ChartPin, source: ChartSource) -> Path:
         raise ChartsUnavailableError(str(error)) from None
     release = ChartRelease(pin.chart, pin.chart, pin.version, pin.repository, "default", {})
     return source.tarball(binary, release)
+
+
+# --- Pinned manifest files (yaml.v2.ConfigFile) --------------------------------------------------
+
+MANIFEST_PINS = {pin.url: pin for pin in vars(pins).values() if isinstance(pin, pins.ManifestPin)}
+FETCH_TIMEOUT_SECONDS = 60
+
+
+def manifest_file_name(url: str) -> str:
+    """The name of a manifest's pinned copy: its pin's, or the URL's last part."""
+    pin = MANIFEST_PINS.get(url)
+    return pin.file if pin is not None else url.rstrip("/").rpartition("/")[2]
+
+
+def default_manifest_cache() -> Path:
+    return default_cache().parent / "manifests"
+
+
+@dataclass(frozen=True)
+class ManifestSource:
+    """Where pinned manifest files are; `fetch` fills missing ones from their URLs."""
+
+    directory: Path
+    fetch: bool
+
+    def path(self, url: str) -> Path:
+        path = self.directory / manifest_file_name(url)
+        if not path.is_file() and self.fetch:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_SECONDS) as response:
+                    body = response.read()
+            except (urllib.error.URLError, OSError) as error:
+                raise ChartsUnavailableError(f"fetching {url}: {getattr(error, 'reason', error)}") from None
+            staged = path.with_suffix(".part")
+            staged.write_bytes(body)
+            staged.rename(path)
+        if not path.is_file():
+            raise ChartsUnavailableError(f"manifest {path.name} ({url}) is not in {self.directory}")
+        return path
+
+
+def expand_manifests(files: Mapping[str, str], source: ManifestSource) -> dict[str, list[dict[str, Any]]]:
+    """Each ConfigFile's objects (by its resource name, from its URL), in the file's order."""
+    return {
+        name: [
+            document
+            for document in yaml.load_all(source.path(url).read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+            if document
+        ]
+        for name, url in files.items()
+    }

@@ -285,7 +285,7 @@ def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
     objects = diff_objects(old_manifests, new_manifests)
 
     def chart_label(chart: Mapping[str, Any]) -> str:
-        return f"{chart['kind']} {chart.get('namespace') or ''}/{chart['name']} ({chart['chart']})"
+        return f"{chart['kind']} {chart.get('namespace') or ''}/{chart['name']} ({chart.get('chart') or chart['file']})"
 
     charts = _diff_keyed({chart_label(c): c for c in old_charts}, {chart_label(c): c for c in new_charts})
     old_expanded, new_expanded = read_chart_objects(old_dir), read_chart_objects(new_dir)

@@ -21,12 +21,16 @@ from inference_platform.cli import analyze
 from inference_platform.cli.charts import (
     CHARTS_DIR_ENV,
     DEFAULT_KUBERNETES_VERSION,
+    MANIFESTS_DIR_ENV,
     NO_CHARTS_ENV,
     ChartRelease,
     ChartSource,
     ChartsUnavailableError,
+    ManifestSource,
     default_cache,
+    default_manifest_cache,
     expand,
+    expand_manifests,
 )
 from inference_platform.cli.diff import diff_renders, markdown_report, truncated
 from inference_platform.cli.exit_codes import ExitCode
@@ -34,7 +38,7 @@ from inference_platform.cli.project import ProgramNotFoundError, project_name
 from inference_platform.cli.promote import Promotion, PromotionError, parse_assignments, promote
 from inference_platform.cli.registered import COMPONENT, PIPELINE, registered_capacity, registered_urls
 from inference_platform.cli.render import RenderResult, run_program
-from inference_platform.cli.render_files import chart_documents, render_texts, write_render
+from inference_platform.cli.render_files import chart_documents, is_chart, render_texts, write_render
 from inference_platform.cli.schema import stack_file_schema
 from inference_platform.cli.stack_file import StackFile, read_stack_config, read_stack_file
 from inference_platform.config.base import validation_config_error
@@ -85,6 +89,7 @@ def _render(args: argparse.Namespace) -> ExitCode:
         print(f"the program failed: {error}", file=sys.stderr)
         return ExitCode.PROGRAM_ERROR
     charts_dir = args.charts_dir or os.environ.get(CHARTS_DIR_ENV) or None
+    manifests_dir = args.manifests_dir or os.environ.get(MANIFESTS_DIR_ENV) or None
     chart_objects: dict[str, list[dict[str, object]]] = {}
     why_not = None
     if args.no_charts or (os.environ.get(NO_CHARTS_ENV) and not args.charts_dir):
@@ -93,8 +98,9 @@ def _render(args: argparse.Namespace) -> ExitCode:
         kubernetes_version = config.platform.kubernetes_version if config is not None else None
         try:
             chart_objects = _expand_charts(result, kubernetes_version, charts_dir)
+            chart_objects |= _expand_manifests(result, manifests_dir)
         except ChartsUnavailableError as error:
-            if charts_dir is not None:
+            if charts_dir is not None or manifests_dir is not None:
                 print(f"charts: {error}", file=sys.stderr)
                 return ExitCode.CONFIG_ERROR
             why_not = f"not expanded: {error}"
@@ -102,7 +108,7 @@ def _render(args: argparse.Namespace) -> ExitCode:
     _print_summary(result, chart_objects, args.stack, out_dir, args.verbose)
     # The plan of what the program registered (its InferenceServices), whatever composed them.
     _print_capacity(registered_capacity(result))
-    if why_not is not None and result.charts:
+    if why_not is not None and (result.charts or result.config_files):
         print(f"Charts {why_not}")
     return ExitCode.OK
 
@@ -155,12 +161,24 @@ def _expand_charts(
 ) -> dict[str, list[dict[str, object]]]:
     """Each registered chart's objects; from `charts_dir` only when given, else from the cache
     (pulled from the pinned repositories when missing)."""
-    releases = [ChartRelease.from_document(document) for document in chart_documents(result)]
+    releases = [ChartRelease.from_document(d) for d in chart_documents(result) if is_chart(d)]
     if not releases:
         return {}
     source = ChartSource(Path(charts_dir), pull=False) if charts_dir else ChartSource(default_cache(), pull=True)
     transforms = {chart.inputs.get("name", chart.name): chart.transforms for chart in result.charts}
     return expand(releases, source, kubernetes_version or DEFAULT_KUBERNETES_VERSION, transforms)
+
+
+def _expand_manifests(result: RenderResult, manifests_dir: str | None) -> dict[str, list[dict[str, object]]]:
+    """Each registered manifest file's objects; from `manifests_dir` only when given, else from the
+    cache (fetched from the pinned URLs when missing)."""
+    if not result.config_files:
+        return {}
+    if manifests_dir:
+        source = ManifestSource(Path(manifests_dir), fetch=False)
+    else:
+        source = ManifestSource(default_manifest_cache(), fetch=True)
+    return dict(expand_manifests(result.config_files, source))
 
 
 # Above this many components of one type (models), the summary shows the type, not each one.
@@ -322,6 +340,12 @@ def parser() -> argparse.ArgumentParser:
         "a missing chart or Helm is then an error",
     )
     charts.add_argument("--no-charts", action="store_true", help="do not expand the charts with Helm")
+    render.add_argument(
+        "--manifests-dir",
+        metavar="DIR",
+        help=f"expand pinned manifest files (the Gateway API's CRDs) from copies in DIR (or ${MANIFESTS_DIR_ENV}), "
+        "named as src/inference_platform/pins.py says; a missing one is then an error",
+    )
     render.add_argument(
         "--verbose", action="store_true", help=f"list every component and model, even above {LISTED_COMPONENTS}"
     )

@@ -30,6 +30,7 @@ from inference_platform.stack.config import PROJECT
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 CHART_TYPES = ("kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Release")
+CONFIG_FILE_TYPE = "kubernetes:yaml/v2:ConfigFile"
 SECRET_MASK = "[secret]"
 
 
@@ -63,6 +64,11 @@ class RenderResult:
     @property
     def charts(self) -> list[Registration]:
         return [r for r in self.registrations if r.type in CHART_TYPES]
+
+    @property
+    def config_files(self) -> dict[str, str]:
+        """The manifest files the program applies (yaml.v2.ConfigFile): their URLs by resource name."""
+        return {r.name: r.inputs["file"] for r in self.registrations if r.type == CONFIG_FILE_TYPE}
 
     def component_labels(self) -> dict[str, str]:
         """For each registration's URN, `type::name` of its nearest enclosing component (or `stack`)."""

@@ -1,6 +1,7 @@
 """The render directory, byte-identical for the same config: manifests.yaml (the program's objects),
-charts.yaml (the charts it installs, with their values), charts/<release>.yaml (each chart's
-objects as Helm expands them) and outputs.yaml (the stack outputs)."""
+charts.yaml (the charts it installs, with their values, and the pinned manifest files it applies),
+charts/<release>.yaml (each chart's objects as Helm expands them, and each manifest file's) and
+outputs.yaml (the stack outputs)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from inference_platform.cli.render import RenderResult
 MANIFESTS = "manifests.yaml"
 CHARTS = "charts.yaml"
 CHART_OBJECTS = "charts"
+CONFIG_FILE_KIND = "yaml.v2.ConfigFile"
 OUTPUTS = "outputs.yaml"
 
 # Dependencies first, roughly the order Helm installs kinds in; other kinds follow alphabetically.
@@ -98,7 +100,9 @@ def manifest_documents(result: RenderResult) -> list[dict[str, Any]]:
 
 
 def chart_documents(result: RenderResult) -> list[dict[str, Any]]:
-    charts = []
+    """What the stack installs from upstream: each chart with its values, and each pinned manifest
+    file (a yaml.v2.ConfigFile) by its URL."""
+    charts: list[dict[str, Any]] = []
     for registration in result.charts:
         inputs = registration.inputs
         charts.append(
@@ -112,7 +116,16 @@ def chart_documents(result: RenderResult) -> list[dict[str, Any]]:
                 "values": _sorted_mapping(inputs.get("values") or {}),
             }
         )
+    charts += [
+        {"name": name, "kind": CONFIG_FILE_KIND, "file": url, "namespace": None}
+        for name, url in result.config_files.items()
+    ]
     return sorted(charts, key=lambda c: (c["namespace"] or "", c["name"]))
+
+
+def is_chart(document: Mapping[str, Any]) -> bool:
+    """A charts.yaml document of a Helm chart (not a manifest file)."""
+    return bool(document["kind"] != CONFIG_FILE_KIND)
 
 
 def chart_objects_file(release: str) -> str:
