@@ -78,8 +78,8 @@ POLICIES = [
     _resource_policy("gpus-on-gpu-nodes", "Pods that request GPUs select GPU nodes.", rules.gpu_without_gpu_nodes),
     _resource_policy(
         "traffic-weights-add-up",
-        "Each VirtualService route that splits traffic has weights adding up to 100.",
-        rules.virtual_service_weights,
+        "Each VirtualService route and HTTPRoute rule that splits traffic has weights adding up to 100.",
+        rules.traffic_weights,
     ),
     StackValidationPolicy(
         "model-namespaces-injected",

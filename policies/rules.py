@@ -19,6 +19,9 @@ WORKLOADS = {
     "kubernetes:core/v1:Pod": ("spec",),
 }
 VIRTUAL_SERVICE = "kubernetes:networking.istio.io/v1:VirtualService"
+HTTP_ROUTE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
+# A Gateway API backendRef without a weight weighs 1.
+DEFAULT_BACKEND_WEIGHT = 1
 NAMESPACE = "kubernetes:core/v1:Namespace"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
@@ -122,6 +125,28 @@ def virtual_service_weights(resource_type: str, props: Mapping[str, Any]) -> lis
             name = route.get("name") or f"http[{index}]"
             problems.append(f"route {name!r} splits traffic {weights}: the weights add up to {total}, not 100")
     return problems
+
+
+def http_route_weights(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """The same for an HTTPRoute's rules (inference pools' routes): backends' weights add up to 100."""
+    if resource_type != HTTP_ROUTE:
+        return []
+    problems = []
+    for index, rule in enumerate(_get(props, "spec", "rules") or []):
+        backends = rule.get("backendRefs") or [] if isinstance(rule, Mapping) else []
+        weights = [b.get("weight", DEFAULT_BACKEND_WEIGHT) for b in backends if isinstance(b, Mapping)]
+        if len(weights) < 2:  # one backend takes every request; none: a redirect
+            continue
+        total = sum(w or 0 for w in weights)
+        if total != 100:
+            name = rule.get("name") or f"rules[{index}]"
+            problems.append(f"rule {name!r} splits traffic {weights}: the weights add up to {total}, not 100")
+    return problems
+
+
+def traffic_weights(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """A route that splits traffic (a VirtualService's or an HTTPRoute's) splits all of it."""
+    return virtual_service_weights(resource_type, props) + http_route_weights(resource_type, props)
 
 
 def stack_of(urn: str) -> str:

@@ -17,17 +17,20 @@ from filelock import FileLock
 from inference_platform import pins
 from inference_platform.cli.charts import (
     CHARTS_DIR_ENV,
+    MANIFESTS_DIR_ENV,
     NO_CHARTS_ENV,
     ChartSource,
     ChartsUnavailableError,
+    ManifestSource,
     default_cache,
+    default_manifest_cache,
     pinned_tarball,
 )
 from inference_platform.cli.main import main
 from inference_platform.cli.render import RenderResult, run_program
 from inference_platform.cli.render_files import read_render
 from inference_platform.cli.stack_file import read_stack_file
-from inference_platform.pins import ChartPin
+from inference_platform.pins import ChartPin, ManifestPin
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,10 +39,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # A directory of pinned chart tarballs given for the chart tests ($INFRA_TEST_CHARTS_DIR, or the
 # render's own $INFRA_CHARTS_DIR), read before the render's variable is cleared below.
 GIVEN_CHARTS_DIR = os.environ.get("INFRA_TEST_CHARTS_DIR") or os.environ.get(CHARTS_DIR_ENV)
+# The same for the pinned manifest files (the Gateway API's and the inference extension's CRDs).
+GIVEN_MANIFESTS_DIR = os.environ.get("INFRA_TEST_MANIFESTS_DIR") or os.environ.get(MANIFESTS_DIR_ENV)
 os.environ[NO_CHARTS_ENV] = "1"
 os.environ.pop(CHARTS_DIR_ENV, None)
+os.environ.pop(MANIFESTS_DIR_ENV, None)
 # The pinned chart tarballs beside the checkout, as in CI (see ../shared/charts/README.md).
 SHARED_CHARTS_DIR = ROOT.parent / "shared" / "charts"
+SHARED_MANIFESTS_DIR = ROOT.parent / "shared" / "crds"
 # Upstream facts as their owners publish them, beside the checkout as in CI (../shared/README.md):
 # for tests only, never read by the program.
 SHARED_DIR = Path(os.environ.get("INFRA_TEST_SHARED_DIR") or ROOT.parent / "shared")
@@ -54,6 +61,7 @@ def shared_path(relative: str) -> Path:
 
 
 CHART_PINS = [pin for pin in vars(pins).values() if isinstance(pin, ChartPin)]
+MANIFEST_PINS = [pin for pin in vars(pins).values() if isinstance(pin, ManifestPin)]
 
 
 def chart_source() -> tuple[ChartSource, str]:
@@ -85,6 +93,37 @@ def _pinned_charts() -> Path | str:
 def charts_dir() -> Path:
     """The pinned chart tarballs the render expands, or a skip that says why the render could not."""
     found = _pinned_charts()
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
+
+
+def manifest_source() -> tuple[ManifestSource, str]:
+    """Where the chart tests' renders take pinned manifest files from, in the render's own order: a
+    directory given, the copies beside the checkout, else the render's cache, fetched when missing."""
+    if GIVEN_MANIFESTS_DIR:
+        return ManifestSource(Path(GIVEN_MANIFESTS_DIR), fetch=False), "the directory given"
+    if SHARED_MANIFESTS_DIR.is_dir():
+        return ManifestSource(SHARED_MANIFESTS_DIR, fetch=False), "the copies beside the checkout"
+    return ManifestSource(default_manifest_cache(), fetch=True), "the render's manifest cache"
+
+
+@functools.cache
+def _pinned_manifests() -> Path | str:
+    source, what = manifest_source()
+    try:
+        source.directory.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(f"{source.directory}.lock"):
+            for pin in MANIFEST_PINS:
+                source.path(pin.url)
+    except (ChartsUnavailableError, OSError) as error:
+        return f"the render cannot expand pinned manifests from {what} ({source.directory}): {error}"
+    return source.directory
+
+
+def manifests_dir() -> Path:
+    """The pinned manifest files the render expands, or a skip that says why the render could not."""
+    found = _pinned_manifests()
     if isinstance(found, str):
         pytest.skip(found)
     return found
@@ -372,6 +411,30 @@ def full_config() -> dict[str, Any]:
             "maxInputTokenLen": 4096,
             "versions": [{"name": "v1", "modelUri": "pvc://models/qwen3-32b", "weight": 100}],
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 16},
+        },
+        {
+            # Routed through inference pools (an endpoint picker per version) on a TLS gateway: a
+            # canary, a shadow mirrored at a fraction, answers compared, a rate limit and an allow list.
+            "name": "chat",
+            "runtime": "vllm",
+            "gpu": {"mode": "exclusive", "count": 1},
+            "routing": "inference-pool",
+            "inferencePool": {
+                "scorers": [
+                    {"type": "prefix-cache-scorer", "weight": 3},
+                    {"type": "queue-scorer", "weight": 2},
+                    {"type": "kv-cache-utilization-scorer", "weight": 2},
+                    {"type": "lora-affinity-scorer", "weight": 1},
+                ],
+                "failureMode": "FailClose",
+            },
+            "protection": {"rateLimit": {"requestsPerSecond": 20}, "clients": {"allowCidrs": ["10.0.0.0/8"]}},
+            "analysis": {"payloads": {"enabled": True}},
+            "versions": [
+                {"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 80},
+                {"name": "v2", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 20},
+                {"name": "v3", "modelUri": "hf://Qwen/Qwen3-8B", "mirrorPercent": 12.5},
+            ],
         },
         {
             "name": "embed",

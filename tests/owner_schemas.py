@@ -2,7 +2,8 @@
 
 Kubernetes kinds: the API's own OpenAPI schemas via kubernetes-validate, strict (unknown fields
 fail). LeaderWorkerSets: the CRD the pinned lws chart ships, made strict as the API server applies
-it. Istio kinds: the pydantic types generated from Istio's CRDs (cloudcoil). Those ignore
+it. The Gateway API's and the inference extension's kinds: their pinned CRD files, strict, with their
+CEL rules. Istio kinds: the pydantic types generated from Istio's CRDs (cloudcoil). Those ignore
 unknown fields, so an object must also survive a round trip unchanged: a misspelt key, dropped
 by the model, then shows up as a difference.
 """
@@ -23,8 +24,8 @@ from cloudcoil.models.istio.security import v1 as istio_security
 from kubernetes_validate import utils as kubernetes_validate_utils
 
 from inference_platform import pins
-from tests.conftest import charts_dir
-from tests.stacks.cluster_checks import crd_schema_validators
+from tests.conftest import MANIFEST_PINS, charts_dir, manifests_dir
+from tests.stacks.cluster_checks import cel_schema_problems, crd_schema_validators
 
 KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 
@@ -91,6 +92,31 @@ def validate_lws(manifest: dict[str, Any]) -> None:
         raise jsonschema.ValidationError("; ".join(errors))
 
 
+# The Gateway API's and the inference extension's kinds: the pinned CRD files the platform applies.
+CRD_FILE_GROUPS = ("gateway.networking.k8s.io", "inference.networking.k8s.io")
+
+
+@functools.cache
+def _crd_files() -> str:
+    crds = [
+        document
+        for pin in MANIFEST_PINS
+        for document in yaml.safe_load_all((manifests_dir() / pin.file).read_text(encoding="utf-8"))
+        if document and document.get("kind") == "CustomResourceDefinition"
+    ]
+    return json.dumps(crds, sort_keys=True)
+
+
+def validate_crd_file_kind(manifest: dict[str, Any]) -> None:
+    """Raise unless the pinned CRD accepts the object strictly and its CEL rules hold (cel-python)."""
+    key = (manifest["apiVersion"], manifest["kind"])
+    validator = crd_schema_validators(_crd_files())[key]
+    errors = [f"{'.'.join(str(p) for p in e.absolute_path)}: {e.message}" for e in validator.iter_errors(manifest)]
+    errors += cel_schema_problems(_crd_files(), manifest)
+    if errors:
+        raise jsonschema.ValidationError("; ".join(errors))
+
+
 _VALID: set[str] = set()
 
 
@@ -103,6 +129,8 @@ def validate(manifest: dict[str, Any]) -> None:
         validate_istio(manifest)
     elif manifest["apiVersion"] == "leaderworkerset.x-k8s.io/v1":
         validate_lws(manifest)
+    elif str(manifest["apiVersion"]).split("/")[0] in CRD_FILE_GROUPS:
+        validate_crd_file_kind(manifest)
     else:
         validate_kubernetes(manifest)
     _VALID.add(key)

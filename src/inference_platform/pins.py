@@ -91,3 +91,30 @@ LWS = ChartPin("oci://registry.k8s.io/lws/charts", "lws", "v0.10.0")
 # the chart's default pulls it from a regional mirror registry.
 KUBE_SCHEDULER_REGISTRY = "registry.k8s.io"
 KUBE_SCHEDULER_REPOSITORY = "kube-scheduler"
+
+# LLM-aware routing (the Gateway API Inference Extension): v1.4.0, the release Istio 1.30.3 builds
+# and tests against (its go.mod). Each inference pool gets its endpoint picker from this chart,
+# which renders the InferencePool, the picker's Deployment, Service, config and RBAC.
+INFERENCE_POOL = ChartPin("oci://registry.k8s.io/gateway-api-inference-extension/charts", "inferencepool", "v1.4.0")
+
+
+@dataclass(frozen=True)
+class ManifestPin:
+    """A release's published manifest file (CRDs), which the Kubernetes provider applies from its URL."""
+
+    url: str
+    file: str
+    """The name a pinned local copy of it goes by (the offline render reads it from a directory)."""
+
+
+# The CRDs of both, which no chart installs: Gateway API's standard channel at v1.5.1 (the version
+# Istio 1.30.3 supports) and the inference extension's (InferencePool v1, and its experimental kinds,
+# which the picker watches).
+GATEWAY_API_CRDS = ManifestPin(
+    "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.5.1/standard-install.yaml",
+    "gateway-api-v1.5.1-standard.yaml",
+)
+INFERENCE_EXTENSION_CRDS = ManifestPin(
+    "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/v1.4.0/manifests.yaml",
+    "inference-extension-v1.4.0.yaml",
+)

@@ -130,6 +130,15 @@ NPU_RUNTIMES = frozenset(
 )
 
 
+# The runtimes an inference pool's picker can route for, read from the runtimes themselves.
+POOL_RUNTIMES = frozenset(
+    tag
+    for variant in get_args(get_args(ModelSpec)[0])
+    if variant.PICKER_ENGINE is not None
+    for tag in get_args(variant.model_fields["runtime"].annotation)
+)
+
+
 def npu_settings(npu: Any, runtime: str) -> dict[str, Any]:
     """A model on Ascend NPUs (HAMi is on): its `npu`, and vLLM's tensor parallelism over them."""
     count = npu.get("count", 1) if isinstance(npu, dict) else 1
@@ -162,6 +171,8 @@ def models(draw: st.DrawFn, name: str, gpu_sharing: bool) -> dict[str, Any]:
         model["transformer"] = {"image": "registry.example.com/pre:1.0.0", "healthPath": "/healthz"}
     if draw(st.booleans()):
         model["timeout"] = draw(st.sampled_from(["5s", "1m30s", "250ms"]))
+    if runtime in POOL_RUNTIMES and draw(st.booleans()):
+        model["routing"] = "inference-pool"
     return model
 
 

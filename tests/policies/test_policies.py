@@ -155,6 +155,19 @@ def test_traffic_weights_add_up(weights: list[int | None], ok: bool) -> None:
     assert (found == []) is ok, found
 
 
+@pytest.mark.parametrize(
+    ("weights", "ok"),
+    [([80, 20], True), ([100], True), ([None], True), ([50, 40], False), ([None, None], False), ([99, None], True)],
+)
+def test_an_httproutes_backend_weights_add_up(weights: list[int | None], ok: bool) -> None:
+    """Gateway API's backendRefs weigh 1 when unset."""
+    backends = [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": f"chat-v{i}"}
+                | ({"weight": w} if w is not None else {}) for i, w in enumerate(weights)]  # fmt: skip
+    props = {"spec": {"rules": [{"name": "by-host", "backendRefs": backends}]}}
+    found = violations_of("traffic-weights-add-up", "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute", props)
+    assert (found == []) is ok, found
+
+
 def test_a_redirect_splits_no_traffic() -> None:
     redirect = {
         "name": "add-slash",

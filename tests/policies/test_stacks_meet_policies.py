@@ -27,7 +27,7 @@ RESOURCE_CHECKS = [
     rules.unpinned_images,
     rules.missing_requests_and_limits,
     rules.gpu_without_gpu_nodes,
-    rules.virtual_service_weights,
+    rules.traffic_weights,
 ]
 
 

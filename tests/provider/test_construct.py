@@ -157,7 +157,7 @@ def test_a_pipeline_registers_what_the_native_class_registers(pipeline: dict[str
 
 def test_a_payload_comparator_registers_what_the_native_class_registers() -> None:
     compared = [m for m in full_config()["inference-platform:models"] if comparator(m)]
-    assert [m["name"] for m in compared] == ["iris", "mnist"]
+    assert [m["name"] for m in compared] == ["iris", "mnist", "chat"]
     inputs = {"namespace": "service", "models": compared, "metricsScraper": {"namespace": "monitoring"}}
     native = record(lambda: PayloadComparator("compare", PayloadComparatorArgs.model_validate(inputs)), "unit")
     provided = record(lambda: construct("PayloadComparator", "compare", inputs), "unit")

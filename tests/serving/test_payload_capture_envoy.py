@@ -48,7 +48,15 @@ def bootstrap(filters: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def test_the_all_features_stack_captures_the_compared_models_primaries_and_shadows(
     capture_filters: dict[str, dict[str, Any]],
 ) -> None:
-    assert set(capture_filters) == {"iris-v1-capture", "iris-v3-capture", "mnist-v1-capture", "mnist-v2-capture"}
+    # chat's too: on inference pools, its primary's and shadow's pods capture as any model's do.
+    assert set(capture_filters) == {
+        "iris-v1-capture",
+        "iris-v3-capture",
+        "mnist-v1-capture",
+        "mnist-v2-capture",
+        "chat-v1-capture",
+        "chat-v3-capture",
+    }
 
 
 def test_envoy_loads_every_rendered_capture_filter(capture_filters: dict[str, dict[str, Any]], tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def inbound(filters: dict[str, dict[str, Any]], upstream: int, first_port: int) 
 
 def test_envoy_loads_every_rendered_rate_limit(tmp_path: Path) -> None:
     filters = rate_limit_filters(full_config(), tmp_path)
-    assert sorted(filters) == ["bert-rate-limit", "detect-classify-rate-limit"]
+    assert sorted(filters) == ["bert-rate-limit", "chat-rate-limit", "detect-classify-rate-limit"]
     done = envoy.validate(inbound(filters, 8080, 20000), tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -14,11 +14,13 @@ import pulumi
 import pytest
 
 import inference_platform
+from inference_platform import pins
 from inference_platform.cli.render import Registration, RenderResult, run_program
 from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.platform import helm
 from inference_platform.platform.helm import BUILT_IN_NAMESPACES
 from inference_platform.platform.network import PlatformNetwork
+from inference_platform.serving.inference_service import InferenceService
 from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
 from inference_platform.stack.platform_components import COMPONENTS, installed
 from tests.stacks.conftest import CLUSTER_STACKS, stack_config_path
@@ -63,12 +65,28 @@ def chart_owners(result: RenderResult) -> dict[str, set[str]]:
     components = registered(result, PLATFORM_TYPE)
     owners: dict[str, set[str]] = {}
     for chart in result.registrations:
-        if chart.type in CHART_TYPES:
+        if chart.type in CHART_TYPES and chart.parent in components:
             owner = components[chart.parent]
             owners.setdefault(f"{owner.type.removeprefix(PLATFORM_TYPE)}::{owner.name}", set()).add(
                 chart.inputs["namespace"]
             )
     return owners
+
+
+def test_every_other_chart_is_a_models_inference_pool_in_the_models_namespace(
+    run: tuple[StackConfig, RenderResult],
+) -> None:
+    """Charts outside the platform's components are a model's own: each version's inference pool and
+    its picker (routing: inference-pool), in the models' namespace, which the models' policies close."""
+    config, result = run
+    components = registered(result, PLATFORM_TYPE)
+    by_urn = {r.urn: r for r in result.registrations}
+    others = [r for r in result.registrations if r.type in CHART_TYPES and r.parent not in components]
+    pooled = {f"{m.name}-{v.name}" for m in config.models if m.routed_by_pool for v in m.versions}
+    assert {r.inputs["name"] for r in others} == pooled
+    for chart in others:
+        assert by_urn[chart.parent].type == InferenceService.TYPE
+        assert (chart.inputs["chart"], chart.inputs["namespace"]) == (pins.INFERENCE_POOL.reference, config.namespace)
 
 
 def installs_a_chart(component: type[pulumi.ComponentResource]) -> bool:

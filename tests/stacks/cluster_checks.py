@@ -13,6 +13,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from fractions import Fraction
 from itertools import product
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,8 +59,15 @@ def kubernetes_schema_problems(objects: list[dict[str, Any]], kubernetes_version
 
 
 # API groups of the custom resources the program and the charts create: Istio's (CRDs from the
-# base chart), KEDA's (from the keda and keda-add-ons-http charts) and LeaderWorkerSet's (lws).
-CUSTOM_GROUPS = (".istio.io", "keda.sh", "leaderworkerset.x-k8s.io")
+# base chart), KEDA's (from the keda and keda-add-ons-http charts), LeaderWorkerSet's (lws), the
+# Gateway API's and the inference extension's (their pinned CRD files, which the platform applies).
+CUSTOM_GROUPS = (
+    ".istio.io",
+    "keda.sh",
+    "leaderworkerset.x-k8s.io",
+    "gateway.networking.k8s.io",
+    "inference.networking.k8s.io",
+)
 
 
 def is_custom(obj: dict[str, Any]) -> bool:
@@ -77,7 +85,9 @@ def _strict(schema: Any) -> Any:
         return [_strict(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    strict = {key: _strict(value) for key, value in schema.items()}
+    # Branches of oneOf/anyOf/allOf/not only constrain values the structural schema above them
+    # declares (the Gateway API's addresses): they close nothing themselves.
+    strict = {key: value if key in JUNCTORS else _strict(value) for key, value in schema.items()}
     if (
         "properties" in schema
         and "additionalProperties" not in schema
@@ -89,6 +99,8 @@ def _strict(schema: Any) -> Any:
         strict["anyOf"] = [{"type": "integer"}, {"type": "string"}]
     return strict
 
+
+JUNCTORS = frozenset({"oneOf", "anyOf", "allOf", "not"})
 
 ENVELOPE = {
     "apiVersion": {"type": "string"},
@@ -178,17 +190,34 @@ def _cel(schema: dict[str, Any], value: Any, path: str, problems: list[str]) -> 
             _cel(schema["items"], item, f"{path}[{index}]", problems)
 
 
+def defaulted(schema: dict[str, Any], value: Any) -> Any:
+    """The value as the API server stores it: each absent field with a `default` in the structural
+    schema set to it, at every level, before validation (and CEL) sees the object."""
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        out = {key: defaulted(properties.get(key) or {}, item) for key, item in value.items()}
+        for key, child in properties.items():
+            if key not in out and "default" in child:
+                out[key] = defaulted(child, copy.deepcopy(child["default"]))
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [defaulted(schema["items"], item) for item in value]
+    return value
+
+
+def cel_schema_problems(crds_json: str, obj: dict[str, Any]) -> list[str]:
+    """One object against its CRD's CEL rules, defaults applied first as the API server does."""
+    schema = _schemas(crds_json).get((obj["apiVersion"], obj["kind"]))
+    found: list[str] = []
+    if schema is not None:
+        _cel(schema, defaulted(schema, obj), "", found)
+    return [f"{label(obj)}: {problem}" for problem in found]
+
+
 def cel_problems(cluster: Cluster) -> list[str]:
     """Every custom object against its CRD's CEL rules (cel-python), which no JSON Schema check sees."""
-    schemas = _schemas(json.dumps(cluster.of_kind("CustomResourceDefinition"), sort_keys=True))
-    problems: list[str] = []
-    for obj in cluster.objects:
-        schema = schemas.get((obj["apiVersion"], obj["kind"])) if is_custom(obj) else None
-        if schema is not None:
-            found: list[str] = []
-            _cel(schema, obj, "", found)
-            problems += [f"{label(obj)}: {problem}" for problem in found]
-    return problems
+    crds = json.dumps(cluster.of_kind("CustomResourceDefinition"), sort_keys=True)
+    return [problem for obj in cluster.objects if is_custom(obj) for problem in cel_schema_problems(crds, obj)]
 
 
 def rules_evaluated(cluster: Cluster) -> int:
@@ -388,8 +417,14 @@ def duplicate_problems(cluster: Cluster) -> list[str]:
 # --- Seams ------------------------------------------------------------------------------------
 
 
+def istio_gateway(cluster: Cluster) -> dict[str, Any]:
+    """The Istio Gateway (a Gateway API Gateway beside it serves inference-pool routes)."""
+    (gateway,) = [g for g in cluster.of_kind("Gateway") if g["apiVersion"].startswith("networking.istio.io/")]
+    return gateway
+
+
 def gateway_pods(cluster: Cluster) -> list[Pod]:
-    gateway = cluster.one("Gateway")
+    gateway = istio_gateway(cluster)
     return [
         pod
         for pod in cluster.pods(release="istio-ingressgateway")
@@ -399,7 +434,7 @@ def gateway_pods(cluster: Cluster) -> list[Pod]:
 
 def gateway_problems(cluster: Cluster) -> list[str]:
     """The Gateway selects the gateway chart's pods, and listens on ports its Service exposes."""
-    gateway = cluster.one("Gateway")
+    gateway = istio_gateway(cluster)
     pods = gateway_pods(cluster)
     if not pods:
         return [f"the Gateway's selector {gateway['spec']['selector']} matches no pod of the gateway chart"]
@@ -638,11 +673,33 @@ def injection_problems(cluster: Cluster) -> list[str]:
         )
 
     gateway = gateway_pods(cluster)
+    pickers = picker_pods(cluster)
     problems = []
     for pod in cluster.pods():
-        if (meshed(cluster, pod) or pod in gateway) and not injected(pod):
+        if meshed(cluster, pod) and pod.labels.get(INJECT_LABEL) == "false":
+            # Only an inference pool's picker stays out of a meshed namespace's mesh (the gateway
+            # speaks the picker's own TLS to it); the injector must honour that.
+            if pod not in pickers:
+                problems.append(f"{pod.owner} opts out of the mesh")
+            elif injected(pod):
+                problems.append(f"istiod's injector takes {pod.owner}, which opts out")
+        elif (meshed(cluster, pod) or pod in gateway) and not injected(pod):
             problems.append(f"istiod's injector does not take {pod.owner}")
     return problems
+
+
+INJECT_LABEL = "sidecar.istio.io/inject"
+
+
+def picker_pods(cluster: Cluster) -> list[Pod]:
+    """The pods of every InferencePool's endpoint picker: those its endpointPickerRef Service selects."""
+    found: list[Pod] = []
+    for pool in cluster.of_kind("InferencePool"):
+        ref = pool["spec"]["endpointPickerRef"]
+        service = cluster.service(ref["name"], pool["metadata"]["namespace"])
+        if service is not None:
+            found += [pod for pod, _ in cluster.endpoints(service, ref["port"]["number"]) if pod not in found]
+    return found
 
 
 def hami_problems(cluster: Cluster, kubernetes_version: str) -> list[str]:
@@ -998,3 +1055,164 @@ def dns_and_mesh_problems(cluster: Cluster) -> list[str]:
                 if not cluster.network_admits(pod, server, 15012)
             ]
     return problems
+
+
+# --- Inference pools ------------------------------------------------------------------------------
+
+EXT_PROC_PORT = 9002  # the picker's ext_proc gRPC port (the chart's Deployment)
+
+
+def _pool_pods(cluster: Cluster, pool: dict[str, Any]) -> list[Pod]:
+    namespace = pool["metadata"]["namespace"]
+    return [p for p in cluster.pods() if p.namespace == namespace and selects(pool["spec"]["selector"], p.labels)]
+
+
+def _pickers(cluster: Cluster, pool: dict[str, Any]) -> list[Pod]:
+    ref = pool["spec"]["endpointPickerRef"]
+    service = cluster.service(ref["name"], pool["metadata"]["namespace"])
+    return [] if service is None else [pod for pod, _ in cluster.endpoints(service, ref["port"]["number"])]
+
+
+def pool_problems(cluster: Cluster) -> list[str]:
+    """Each InferencePool selects serving pods that declare its target ports, and names a picker
+    Service that reaches picker pods; each HTTPRoute's pools are rendered in its namespace, its mirrors
+    are Service ports that reach pods, and its parent Gateway admits it; that Gateway is bound to
+    the gateway chart's Service on ports the Service exposes; istiod routes to pools."""
+    pools = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in cluster.of_kind("InferencePool")}
+    problems = []
+    for pool in pools.values():
+        pods = _pool_pods(cluster, pool)
+        if not pods:
+            problems.append(f"{label(pool)} selects no pod")
+        for pod in pods:
+            missing = {t["number"] for t in pool["spec"]["targetPorts"]} - set(pod.ports.values())
+            if missing:
+                problems.append(f"{label(pool)}: {pod.owner} declares no port {sorted(missing)}")
+        if not _pickers(cluster, pool):
+            problems.append(f"{label(pool)}'s picker {pool['spec']['endpointPickerRef']['name']} reaches no pod")
+    gateways = {
+        (g["metadata"]["namespace"], g["metadata"]["name"]): g
+        for g in cluster.of_kind("Gateway")
+        if g["apiVersion"].startswith("gateway.networking.k8s.io/")
+    }
+    for route in cluster.of_kind("HTTPRoute"):
+        problems += _route_problems(cluster, route, set(pools), gateways)
+    for gateway in gateways.values():
+        problems += _pools_gateway_problems(cluster, gateway)
+    if pools:
+        istiod = cluster.one("Deployment", release="istiod")
+        containers = istiod["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for c in containers for e in c.get("env") or []}
+        if env.get("ENABLE_GATEWAY_API_INFERENCE_EXTENSION") != "true":
+            problems.append("InferencePools are rendered but istiod does not route to them")
+    return problems
+
+
+def _route_problems(
+    cluster: Cluster,
+    route: dict[str, Any],
+    pools: set[tuple[str, str]],
+    gateways: dict[tuple[str, str], dict[str, Any]],
+) -> list[str]:
+    namespace = route["metadata"]["namespace"]
+    problems = []
+    for rule in route["spec"]["rules"]:
+        problems += [
+            f"{label(route)} routes to InferencePool {backend['name']}, which is not rendered"
+            for backend in rule.get("backendRefs") or []
+            if backend.get("kind") == "InferencePool" and (namespace, backend["name"]) not in pools
+        ]
+        for mirror in [f["requestMirror"]["backendRef"] for f in rule.get("filters") or [] if "requestMirror" in f]:
+            service = cluster.service(mirror["name"], namespace)
+            if service is None or not cluster.endpoints(service, mirror["port"]):
+                problems.append(f"{label(route)} mirrors to {mirror['name']}:{mirror['port']}, which reaches no pod")
+    for parent in route["spec"]["parentRefs"]:
+        gateway = gateways.get((parent["namespace"], parent["name"]))
+        if gateway is None:
+            problems.append(f"{label(route)}'s Gateway {parent['namespace']}/{parent['name']} is not rendered")
+            continue
+        labels = cluster.namespaces.get(namespace, {})
+        listeners = gateway["spec"]["listeners"]
+        if not any(selects(dig(x, "allowedRoutes", "namespaces", "selector"), labels) for x in listeners):
+            problems.append(f"no listener of {label(gateway)} admits routes from {namespace}")
+    return problems
+
+
+def _pools_gateway_problems(cluster: Cluster, gateway: dict[str, Any]) -> list[str]:
+    (address,) = gateway["spec"]["addresses"]
+    name, namespace = address["value"].split(".")[:2]
+    service = cluster.service(name, namespace)
+    if address["type"] != "Hostname" or service is None:
+        return [f"{label(gateway)} is bound to {address['value']}, which is no rendered Service"]
+    exposed = {port["port"] for port in service["spec"]["ports"]}
+    return [
+        f"{label(gateway)}'s listener {x['name']} is on port {x['port']}, which {label(service)} does not expose"
+        for x in gateway["spec"]["listeners"]
+        if x["port"] not in exposed
+    ]
+
+
+def picker_reach_problems(cluster: Cluster) -> list[str]:
+    """The gateway reaches each pool's picker on its ext_proc port and each pool's pods on their
+    target ports, and nothing else reaches a picker; a picker reaches its own pool's pods on the
+    merged-metrics port and no other port of any pod of the models' namespace."""
+    gateway = gateway_pods(cluster) if cluster.of_kind("InferencePool") else []
+    everyone = list(cluster.pods())
+    problems = []
+    for pool in cluster.of_kind("InferencePool"):
+        pods, pickers = _pool_pods(cluster, pool), _pickers(cluster, pool)
+        targets = [t["number"] for t in pool["spec"]["targetPorts"]]
+        for source, picker, pod, port in product(gateway, pickers, pods, targets):
+            if not cluster.network_admits(source, picker, EXT_PROC_PORT):
+                problems.append(f"NetworkPolicies keep the gateway from {picker.owner}:{EXT_PROC_PORT}")
+            if not cluster.network_admits(source, pod, port):
+                problems.append(f"NetworkPolicies keep the gateway from {pod.owner}:{port} ({label(pool)})")
+        for picker in pickers:
+            for source in everyone:
+                if source in gateway or source == picker:
+                    continue
+                problems += [
+                    f"{source.owner} reaches {picker.owner}:{port}"
+                    for port in sorted(set(picker.ports.values()))
+                    if cluster.network_admits(source, picker, port)
+                ]
+            for destination in [p for p in everyone if p.namespace == pool["metadata"]["namespace"]]:
+                if destination == picker:
+                    continue
+                for port in sorted(set(destination.ports.values()) | {MERGED_METRICS_PORT, 15090}):
+                    wanted = destination in pods and port == MERGED_METRICS_PORT
+                    if cluster.network_admits(picker, destination, port) != wanted:
+                        what = "cannot read" if wanted else "reaches"
+                        problems.append(f"{picker.owner} {what} {destination.owner}:{port}")
+    return problems
+
+
+def route_weight_problems(cluster: Cluster) -> list[str]:
+    """Every HTTPRoute rule that serves a model sends its live versions' pools the model's weights,
+    and mirrors its shadows' shares to their Services, as the stack outputs say the model holds."""
+    models = cluster.outputs.get("models") or {}
+    problems = []
+    for route in cluster.of_kind("HTTPRoute"):
+        model = route["metadata"]["labels"]["app"]
+        expected = models[model]
+        for rule in route["spec"]["rules"]:
+            if not rule.get("backendRefs"):
+                continue  # the redirect of the bare prefix
+            weights = {b["name"].removeprefix(f"{model}-"): b.get("weight", 1) for b in rule["backendRefs"]}
+            mirrors = {
+                f["requestMirror"]["backendRef"]["name"].removeprefix(f"{model}-"): mirror_percent(f["requestMirror"])
+                for f in rule.get("filters") or []
+                if f["type"] == "RequestMirror"
+            }
+            if weights != expected["weights"]:
+                problems.append(f"{label(route)} rule {rule.get('name')}: weights {weights}, not {expected['weights']}")
+            if mirrors != {v: Fraction(str(p)) for v, p in (expected.get("mirrors") or {}).items()}:
+                problems.append(f"{label(route)} rule {rule.get('name')}: mirrors {mirrors}, not {expected['mirrors']}")
+    return problems
+
+
+def mirror_percent(mirror: dict[str, Any]) -> Fraction:
+    """A RequestMirror's share in percent as Istio reads it: `percent`, or 100 x numerator / denominator."""
+    if "percent" in mirror:
+        return Fraction(mirror["percent"])
+    return Fraction(100 * mirror["fraction"]["numerator"], mirror["fraction"].get("denominator", 100))

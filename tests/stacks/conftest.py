@@ -15,7 +15,16 @@ from inference_platform.cli.main import main
 from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
 from tests.cluster import Cluster
-from tests.conftest import EXAMPLE_STACKS, STACKS, charts_dir, full_config, keda_config, stack_file, write_stack_file
+from tests.conftest import (
+    EXAMPLE_STACKS,
+    STACKS,
+    charts_dir,
+    full_config,
+    keda_config,
+    manifests_dir,
+    stack_file,
+    write_stack_file,
+)
 
 GENERATED_STACKS = {"all-features": full_config, "keda": keda_config}
 CLUSTER_STACKS = [*STACKS, *GENERATED_STACKS, *EXAMPLE_STACKS]
@@ -42,7 +51,7 @@ class Rendered:
 
 def render_cluster(stack: str, config_path: Path, out: Path) -> Rendered:
     arguments = ["render", "--stack", stack, "--config", str(config_path), "--out", str(out)]
-    assert main([*arguments, "--charts-dir", str(charts_dir())]) == 0
+    assert main([*arguments, "--charts-dir", str(charts_dir()), "--manifests-dir", str(manifests_dir())]) == 0
     config = parse_stack_config(project_values(read_stack_file(config_path).config))
     return Rendered(stack, out, Cluster.read(out), config)
 

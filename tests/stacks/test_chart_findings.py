@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from inference_platform import pins
 from inference_platform.cli.render_files import read_render
 from tests.policies.test_stacks_meet_policies import rules
 from tests.stacks.conftest import CLUSTER_STACKS, Rendered, shared_render
@@ -21,9 +22,17 @@ POLICIES = {
     "pinned-images": rules.unpinned_images,
     "requests-and-limits": rules.missing_requests_and_limits,
     "gpus-on-gpu-nodes": rules.gpu_without_gpu_nodes,
-    "traffic-weights-add-up": rules.virtual_service_weights,
+    "traffic-weights-add-up": rules.traffic_weights,
 }
 Finding = tuple[str, str]  # (chart, check)
+# Charts installed once a model version (each inference pool's picker) are listed under the chart's
+# name, not each release's.
+PER_VERSION_CHARTS = {pins.INFERENCE_POOL.reference: pins.INFERENCE_POOL.chart}
+
+
+def listed_as(charts: list[dict[str, object]]) -> dict[str, str]:
+    """Each release of a render (charts.yaml) by the name its findings are listed under."""
+    return {str(c["name"]): PER_VERSION_CHARTS.get(str(c.get("chart")), str(c["name"])) for c in charts}
 
 
 def resource_type(obj: dict[str, object]) -> str:
@@ -42,12 +51,18 @@ def checkov_findings(directory: Path, scratch: Path) -> set[Finding]:
     report = scan(scratch)
     assert report["summary"]["parsing_errors"] == 0
     assert report["summary"]["passed"] > 100
-    return {(Path(f["file_path"]).stem, f["check_id"]) for f in report["results"]["failed_checks"]}
+    names = listed_as(read_render(directory)[1])
+    stems = [Path(f["file_path"]).stem for f in report["results"]["failed_checks"]]
+    return {
+        (names.get(stem, stem), f["check_id"])
+        for stem, f in zip(stems, report["results"]["failed_checks"], strict=True)
+    }
 
 
 def policy_findings(rendered: Rendered) -> set[Finding]:
+    names = listed_as(rendered.cluster.chart_values)
     return {
-        (release, policy)
+        (names.get(release, release), policy)
         for release, objects in rendered.cluster.charts.items()
         for obj in objects
         for policy, check in POLICIES.items()

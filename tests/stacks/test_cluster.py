@@ -60,6 +60,9 @@ SEAMS = {
     "leader worker sets: lws's webhook rules, leaders alone serve, a group reaches only itself": (
         checks.leader_worker_set_problems
     ),
+    "inference pools: their pods, pickers, routes and Gateway, and istiod's switch": checks.pool_problems,
+    "pickers: the gateway alone reaches them, they read only their pools' merged metrics": checks.picker_reach_problems,
+    "HTTPRoutes carry each model's weights and mirrors": checks.route_weight_problems,
 }
 
 
@@ -117,12 +120,12 @@ def test_an_object_from_two_places_is_found(dev: Rendered) -> None:
 
 def test_a_gateway_selecting_no_pod_is_found(dev: Rendered) -> None:
     cluster = broken(dev)
-    cluster.one("Gateway")["spec"]["selector"] = {"istio": "ingress"}
+    checks.istio_gateway(cluster)["spec"]["selector"] = {"istio": "ingress"}
     assert checks.gateway_problems(cluster) == [
         "the Gateway's selector {'istio': 'ingress'} matches no pod of the gateway chart"
     ]
     cluster = broken(dev)
-    cluster.one("Gateway")["spec"]["servers"][0]["port"]["number"] = 8080
+    checks.istio_gateway(cluster)["spec"]["servers"][0]["port"]["number"] = 8080
     assert "server port 8080" in checks.gateway_problems(cluster)[0]
 
 

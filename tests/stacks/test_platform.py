@@ -54,8 +54,15 @@ def test_every_chart_comes_from_its_pin(full: RenderResult) -> None:
         "metrics-server": (pins.METRICS_SERVER, "metrics-server", "helm.v4.Chart"),
         "grafana": (pins.GRAFANA, "monitoring", "helm.v4.Chart"),
         "lws": (pins.LWS, "lws-system", "helm.v4.Chart"),
+        # chat's inference pools, one a version, in the models' namespace.
+        **{f"chat-{v}": (pins.INFERENCE_POOL, "service", "helm.v4.Chart") for v in ("v1", "v2", "v3")},
     }
     found = charts(full)
+    files = {name: found.pop(name)["file"] for name in list(found) if found[name]["kind"] == "yaml.v2.ConfigFile"}
+    assert files == {
+        "gateway-api-crds": pins.GATEWAY_API_CRDS.url,
+        "inference-extension-crds": pins.INFERENCE_EXTENSION_CRDS.url,
+    }
     assert found.keys() == expected.keys()
     for name, (pin, namespace, kind) in expected.items():
         chart = found[name]

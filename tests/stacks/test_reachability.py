@@ -39,8 +39,9 @@ def compared(config: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def workloads(cluster: Cluster) -> dict[str, Pod]:
-    """One pod template per model or pipeline in the model namespace, by its `app` label."""
-    return {pod.labels["app"]: pod for pod in cluster.pods() if pod.namespace == NAMESPACE}
+    """One pod template per model or pipeline in the model namespace, by its `app` label (inference
+    pools' pickers have none: cluster_checks.picker_reach_problems judges them)."""
+    return {pod.labels["app"]: pod for pod in cluster.pods() if pod.namespace == NAMESPACE and "app" in pod.labels}
 
 
 def serving_port(cluster: Cluster, app: str) -> int:
@@ -140,17 +141,20 @@ def test_exactly_the_compared_primaries_and_shadows_reach_the_comparators_grpc_p
     config, cluster = full
     (comparator,) = [pod for pod in cluster.pods() if pod.labels.get("app") == COMPARATOR]
     grpc = comparator.ports["grpc"]
-    captured = {("iris", "v1"), ("iris", "v3"), ("mnist", "v1"), ("mnist", "v2")}  # each primary and its shadows
+    # Each primary and its shadows (chat's, on inference pools, too).
+    captured = {("iris", "v1"), ("iris", "v3"), ("mnist", "v1"), ("mnist", "v2"), ("chat", "v1"), ("chat", "v3")}
     assert {(m["name"], m["versions"][0]["name"]) for m in compared(config)} <= captured
     by_version = {
-        (pod.labels["app"], pod.labels.get("version", "")): pod for pod in cluster.pods() if pod.namespace == NAMESPACE
+        (pod.labels["app"], pod.labels.get("version", "")): pod
+        for pod in cluster.pods()
+        if pod.namespace == NAMESPACE and "app" in pod.labels
     }
 
     network = {key for key, pod in by_version.items() if cluster.network_admits(pod, comparator, grpc)}
     mesh = {key for key, pod in by_version.items() if cluster.mesh_admits(pod, comparator, grpc)}
 
     assert network == captured
-    assert mesh == {key for key in by_version if key[0] in {"iris", "mnist"}}
+    assert mesh == {key for key in by_version if key[0] in {"iris", "mnist", "chat"}}
     assert {
         port
         for port in all_ports(comparator)
@@ -214,7 +218,10 @@ def test_the_interceptor_reaches_exactly_the_sleeping_models_live_versions(
         reached = {
             (pod.labels["app"], pod.labels.get("version", ""))
             for pod in cluster.pods()
-            if pod.namespace == NAMESPACE and any(layer(proxy, pod, port) for port in all_ports(pod))
+            # Pickers (no app label, outside the mesh) are judged by cluster_checks.picker_reach_problems.
+            if pod.namespace == NAMESPACE
+            and "app" in pod.labels
+            and any(layer(proxy, pod, port) for port in all_ports(pod))
         }
         assert reached == expected, layer.__name__
     for pod in cluster.pods():

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from inference_platform.kube import register
-from inference_platform.pins import ChartPin
+from inference_platform.pins import ChartPin, ManifestPin
 
 
 def merge_values(generated: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -57,6 +57,12 @@ def release(
         cleanup_on_fail=True,
         opts=opts,
     )
+
+
+def manifest_file(name: str, pin: ManifestPin, opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigFile:
+    """A release's published manifest (CRDs no chart installs), applied from its pinned URL: every
+    object in it becomes its own resource, as a chart's do."""
+    return k8s.yaml.v2.ConfigFile(name, file=pin.url, opts=opts)
 
 
 BUILT_IN_NAMESPACES = ("kube-system", "default")

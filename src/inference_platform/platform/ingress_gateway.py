@@ -15,7 +15,7 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain, Labels
 from inference_platform.kube import register
-from inference_platform.platform.helm import chart, merge_values, own_namespace
+from inference_platform.platform.helm import chart, manifest_file, merge_values, own_namespace
 
 DEFAULT_GATEWAY_NAMESPACE = "istio-ingress"
 DEFAULT_GATEWAY_NAME = "inference-gateway"
@@ -31,6 +31,10 @@ ISTIOD_POD_LABELS = {"app": "istiod"}
 ISTIOD_XDS_PORT = 15012
 ISTIOD_WEBHOOK_PORT = 15017
 ISTIOD_MONITORING_PORT = 15014
+# Every Istio proxy's agent serves the app's metrics and Envoy's together here, in plain text
+# (meshConfig.enablePrometheusMerge), outside Envoy's mTLS and access policies.
+MERGED_METRICS_PORT = 15020
+MERGED_METRICS_PATH = "/stats/prometheus"
 # The gateway's listeners (the Service's targetPorts) and its status port, which load balancers probe.
 GATEWAY_PORTS = (80, 443, 15021)
 
@@ -50,6 +54,12 @@ class GatewayRef(ConfigModel):
     @property
     def qualified_name(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def pools_name(self) -> str:
+        """The Gateway API Gateway that inference-pool routes (HTTPRoutes) attach to: served by the
+        same gateway pods as the Istio Gateway, on the same ports."""
+        return f"{self.name}-pools"
 
 
 class GatewayTls(ConfigModel):
@@ -109,7 +119,20 @@ def base_values() -> dict[str, Any]:
     return VALIDATION | {"defaultRevision": "default", "global": {"istioNamespace": ISTIO_NAMESPACE}}
 
 
-def istiod_values() -> dict[str, Any]:
+# istiod routes an HTTPRoute to an InferencePool only with this on (off by default in Istio 1.30:
+# pilot/pkg/features/experimental.go); without it such a route is refused.
+INFERENCE_EXTENSION_ENV = "ENABLE_GATEWAY_API_INFERENCE_EXTENSION"
+# Istio's GatewayClass (istiod creates it): a Gateway of this class is programmed by istiod.
+GATEWAY_CLASS = "istio"
+HTTP_PORT, HTTPS_PORT = 80, 443
+# The CRDs inference-pool routes need, by the resource names that install them.
+CRD_FILES = (("gateway-api-crds", pins.GATEWAY_API_CRDS), ("inference-extension-crds", pins.INFERENCE_EXTENSION_CRDS))
+
+
+def istiod_values(inference_extension: bool = False) -> dict[str, Any]:
+    env = {"ENABLE_NATIVE_SIDECARS": "true"}
+    if inference_extension:
+        env[INFERENCE_EXTENSION_ENV] = "true"
     return VALIDATION | {
         "global": {"hub": pins.ISTIO_HUB, "tag": pins.ISTIO_VERSION, "istioNamespace": ISTIO_NAMESPACE},
         # Sidecars serve the app's and Envoy's metrics together on :15020, in plain text, so
@@ -119,7 +142,7 @@ def istiod_values() -> dict[str, Any]:
         # initializer's downloads then go through a running proxy instead of into a void, and
         # the proxy outlives the server on shutdown. (istiod's own setting is `auto`, which turns
         # them on only from Kubernetes 1.33; the chart reads istiod's env at the top level.)
-        "env": {"ENABLE_NATIVE_SIDECARS": "true"},
+        "env": env,
         # The chart sets requests only; the policy pack wants limits on every container.
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
     }
@@ -171,9 +194,74 @@ def gateway_object(config: IngressGatewayConfig, domain: str) -> dict[str, Any]:
     }
 
 
+class InferenceRoutes(ConfigModel):
+    """What the Gateway for inference-pool routes admits: HTTPRoutes from these namespaces, and with
+    TLS, a listener for each of these hosts."""
+
+    namespaces: Annotated[list[DNS1123Label], Field(min_length=1)] = Field(
+        description="The namespaces whose HTTPRoutes may attach."
+    )
+    hosts: list[DNSSubdomain] = Field(
+        default_factory=list, description="The hosts served over TLS (a listener each: HTTPS is matched by name)."
+    )
+
+
+def pools_gateway_object(config: IngressGatewayConfig, routes: InferenceRoutes) -> dict[str, Any]:
+    """The Gateway API Gateway HTTPRoutes to inference pools attach to, of Istio's class, bound to
+    the gateway pods the chart deploys (`addresses` names their Service: Istio's manual deployment,
+    so istiod programs those pods, and no second gateway is deployed). Its HTTP listener shares port
+    80 with the Istio Gateway's server, whose routes istiod merges with these by host. Over TLS each
+    pool-routed model has its own HTTPS listener named by its host: an exact server name, which
+    wins over the Istio Gateway's wildcard (and a listener for the shared host would collide with
+    it), so such models are served over TLS at their own host only."""
+    allowed = {
+        "namespaces": {
+            "from": "Selector",
+            "selector": {
+                "matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(routes.namespaces)}
+                ]
+            },
+        }
+    }
+    listeners: list[dict[str, Any]] = []
+    if config.tls is None or not config.tls.https_redirect:
+        listeners.append({"name": "http", "port": HTTP_PORT, "protocol": "HTTP", "allowedRoutes": allowed})
+    if config.tls is not None:
+        certificate = {"kind": "Secret", "group": "", "name": config.tls.secret_name}
+        listeners += [
+            {
+                "name": f"https-{index}",
+                "hostname": host,
+                "port": HTTPS_PORT,
+                "protocol": "HTTPS",
+                "tls": {"mode": "Terminate", "certificateRefs": [certificate]},
+                "allowedRoutes": allowed,
+            }
+            for index, host in enumerate(sorted(routes.hosts))
+        ]
+    service = f"{GATEWAY_RELEASE}.{config.gateway.namespace}.svc.cluster.local"
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": config.gateway.pools_name, "namespace": config.gateway.namespace},
+        "spec": {
+            "gatewayClassName": GATEWAY_CLASS,
+            "addresses": [{"type": "Hostname", "value": service}],
+            "listeners": listeners,
+        },
+    }
+
+
 class IngressGatewayArgs(ConfigModel):
     config: IngressGatewayConfig
     domain: DNSSubdomain
+    inference_routes: InferenceRoutes | None = Field(
+        default=None,
+        description="Set when some model is routed through an inference pool: istiod routes to pools, the "
+        "Gateway API's and the inference extension's CRDs are installed, and a Gateway API Gateway serves the "
+        "HTTPRoutes.",
+    )
 
 
 class IngressGateway(pulumi.ComponentResource):
@@ -198,11 +286,12 @@ class IngressGateway(pulumi.ComponentResource):
             merge_values(base_values(), raw.get("base", {})),
             pulumi.ResourceOptions(parent=self, depends_on=system),
         )
+        routes = args.inference_routes
         istiod = chart(
             "istiod",
             pins.ISTIOD,
             ISTIO_NAMESPACE,
-            merge_values(istiod_values(), raw.get("istiod", {})),
+            merge_values(istiod_values(routes is not None), raw.get("istiod", {})),
             pulumi.ResourceOptions(parent=self, depends_on=[base]),
         )
         after_istiod = pulumi.ResourceOptions(parent=self, depends_on=[*ingress, istiod])
@@ -216,6 +305,14 @@ class IngressGateway(pulumi.ComponentResource):
         )
         register(gateway_object(config, args.domain), after_istiod)
         self.ready = [istiod]
+        if routes is not None:
+            crds = [manifest_file(name, pin, pulumi.ResourceOptions(parent=self)) for name, pin in CRD_FILES]
+            register(
+                pools_gateway_object(config, routes),
+                pulumi.ResourceOptions(parent=self, depends_on=[*ingress, istiod, *crds]),
+            )
+            # HTTPRoutes and InferencePools wait for their CRDs.
+            self.ready += crds
         self.gateway = pulumi.Output.from_input(config.gateway.qualified_name)
         self.service = pulumi.Output.from_input(f"{GATEWAY_RELEASE}.{config.gateway.namespace}.svc.cluster.local")
         self.register_outputs({"gateway": self.gateway, "service": self.service})

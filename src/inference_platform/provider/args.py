@@ -53,6 +53,28 @@ class AutoscalingWake(str, Enum):
     Respond = "respond"
 
 
+class ModelRouting(str, Enum):
+    VirtualService = "virtual-service"
+    InferencePool = "inference-pool"
+
+
+class InferencePoolEngine(str, Enum):
+    Vllm = "vllm"
+    Sglang = "sglang"
+
+
+class ScorerWeightType(str, Enum):
+    PrefixCacheScorer = "prefix-cache-scorer"
+    QueueScorer = "queue-scorer"
+    KvCacheUtilizationScorer = "kv-cache-utilization-scorer"
+    LoraAffinityScorer = "lora-affinity-scorer"
+
+
+class InferencePoolFailureMode(str, Enum):
+    FailOpen = "FailOpen"
+    FailClose = "FailClose"
+
+
 class PayloadComparisonProtocol(str, Enum):
     OpenInferenceV2 = "open-inference-v2"
     Tfserving = "tfserving"
@@ -132,6 +154,11 @@ class GraphStepData(str, Enum):
 class GraphStepDependency(str, Enum):
     Soft = "Soft"
     Hard = "Hard"
+
+
+class PipelineRouting(str, Enum):
+    VirtualService = "virtual-service"
+    InferencePool = "inference-pool"
 
 
 class IngressGatewayServiceType(str, Enum):
@@ -373,6 +400,28 @@ class Protection(TypedDict):
     """Connection limits and outlier ejection in the DestinationRule."""
 
 
+class ScorerWeight(TypedDict):
+    type: ScorerWeightType
+    """prefix-cache-scorer: prefers the pod likely to hold the prompt's prefix in its KV cache; queue-scorer: the shortest waiting queue; kv-cache-utilization-scorer: the emptiest KV cache; lora-affinity-scorer: a pod with the requested LoRA adapter loaded, or room to load it."""
+    weight: NotRequired[float]
+    """How much this scorer counts against the others. Default: 1."""
+
+
+class InferencePoolSpec(TypedDict):
+    """The endpoint picker of each of the model's versions, with `routing: inference-pool`."""
+
+    engine: NotRequired[InferencePoolEngine]
+    """runtime custom only: whose metric names the image publishes (vllm or sglang), which the picker reads its queue, KV-cache and LoRA figures by; vLLM and SGLang models name their own."""
+    scorers: NotRequired[list[ScorerWeight]]
+    """How the picker chooses a pod: its scorers and their weights (the chart's default profile: queue-scorer 2, kv-cache-utilization-scorer 2, prefix-cache-scorer 3)."""
+    replicas: NotRequired[int]
+    """Picker pods per version; above 1 they elect a leader and only it serves (the prefix cache scorer keeps its index in memory). Default: 1."""
+    failure_mode: NotRequired[InferencePoolFailureMode]
+    """When the picker cannot answer: FailOpen lets the gateway pick a pod itself, FailClose refuses the request. Default: \"FailOpen\"."""
+    resources: NotRequired[Resources]
+    """The picker container's requests and limits (the chart's own, 4 CPUs and 8Gi, are sized for thousands of requests a second)."""
+
+
 class RetryPolicy(TypedDict):
     attempts: NotRequired[int]
     """How many times a request is retried (0: never). Default: 2."""
@@ -518,6 +567,10 @@ class Model(TypedDict):
     """Rate limit, client access, JWT and circuit breaking."""
     timeout: NotRequired[str]
     """Request timeout at the gateway. Default: \"60s\"."""
+    routing: NotRequired[ModelRouting]
+    """How the gateway spreads a version's requests over its pods: virtual-service (Istio, round robin) or inference-pool (LLM engines: an endpoint picker per version chooses the pod by its queue, KV cache, loaded LoRA adapters and the prompt's cached prefix; a Gateway API HTTPRoute). Default: \"virtual-service\"."""
+    inference_pool: NotRequired[InferencePoolSpec]
+    """With routing inference-pool: the pickers' scorers, size and failure mode."""
     rollout_timeout: NotRequired[str]
     """How long `pulumi up` waits for a version's pods to be ready; by default the server's startup budget plus 15 minutes for image pulls and downloads."""
     retries: NotRequired[RetryPolicy]
@@ -685,6 +738,8 @@ class PipelineSpec(TypedDict):
     """Overrides the pinned KServe router image (a mirror)."""
     protection: NotRequired[Protection]
     """Rate limit, client access, JWT and circuit breaking."""
+    routing: NotRequired[PipelineRouting]
+    """virtual-service, always: the router is no LLM engine an inference pool's picker could read. Default: \"virtual-service\"."""
 
 
 class GatewayRef(TypedDict):
@@ -1113,6 +1168,8 @@ class InferenceServiceArgs(TypedDict):
     """Scale with KEDA (ScaledObjects) instead of HPAs; with its HTTP add-on, a model may sleep at zero."""
     comparator: NotRequired[ComparatorRef]
     """The payload comparator the primary and shadows stream their exchanges to."""
+    network: NotRequired[NetworkConfig]
+    """Where the API server is: an inference pool's picker watches its pool and pods through it."""
 
 
 class PipelineArgs(TypedDict):

@@ -21,12 +21,13 @@ from typing import Any
 from pydantic import Field
 
 from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.platform.ingress_gateway import MERGED_METRICS_PORT
 from inference_platform.platform.keda import INTERCEPTOR_PROXY_PORT, HttpAddOnRef
+from inference_platform.platform.network import AddressRange
 from inference_platform.platform.prometheus import MetricsScraper
+from inference_platform.serving.inference_pool import EXT_PROC_PORT
 
 TRUST_DOMAIN = "cluster.local"
-# Istio's sidecar serves merged metrics here; Prometheus scrapes it.
-MERGED_METRICS_PORT = 15020
 APP_LABEL = "app"
 
 
@@ -203,3 +204,49 @@ def service_account(metadata: dict[str, Any]) -> dict[str, Any]:
     """A workload's identity: the callees' access policies name it, so it is the workload's own.
     Pods never see its token (the platform's workloads do not call the Kubernetes API)."""
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata, "automountServiceAccountToken": False}
+
+
+def picker_policies(
+    picker: dict[str, str],
+    pool: dict[str, str],
+    gateway: tuple[str, dict[str, str]],
+    api_server: AddressRange,
+    metadata: tuple[dict[str, Any], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """An inference pool's endpoint picker (its pods: `picker`) and the pool's pods (`pool`): the
+    gateway asks the picker on its ext_proc port, and nothing else reaches it; the picker reads its
+    pool's pods' merged metrics, nothing else of theirs and no other pod's, and watches its pool and
+    pods through the API server. The picker is outside the mesh: the network is its only fence."""
+    gateway_namespace, gateway_pods = gateway
+    picker_metadata, pool_metadata = metadata
+    api = [{"ipBlock": {"cidr": cidr}} for cidr in api_server.cidrs]
+    picker_policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": picker_metadata,
+        "spec": {
+            "podSelector": {"matchLabels": picker},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [
+                {
+                    "from": [_namespace(gateway_namespace) | {"podSelector": {"matchLabels": gateway_pods}}],
+                    "ports": _ports([EXT_PROC_PORT]),
+                }
+            ],
+            "egress": [
+                {"to": [{"podSelector": {"matchLabels": pool}}], "ports": _ports([MERGED_METRICS_PORT])},
+                {"to": api, "ports": _ports(api_server.ports)},
+            ],
+        },
+    }
+    pool_policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": pool_metadata,
+        "spec": {
+            "podSelector": {"matchLabels": pool},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": picker}}], "ports": _ports([MERGED_METRICS_PORT])}],
+        },
+    }
+    return [picker_policy, pool_policy]

@@ -30,45 +30,21 @@ from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.serving.analysis_spec import AnalysisSpec, PayloadProtocol, current_protocol
 from inference_platform.serving.autoscaling import AutoscalingSpec
 from inference_platform.serving.gpu import GpuPlacement, GpuSpec, NoGpu
+from inference_platform.serving.inference_pool import (
+    LORA_ENGINES,
+    PICKER_NAME_BASE,
+    InferencePoolSpec,
+    PickerEngine,
+    Routing,
+)
 from inference_platform.serving.model_storage import ModelUri
 from inference_platform.serving.npu import NpuField
 from inference_platform.serving.protection import Protection
+from inference_platform.serving.resources import Resources
 from inference_platform.serving.server_plan import ExampleRequest, ServerPlan
 
 # Kubernetes names (Services above all) are DNS labels of at most 63 characters.
 MAX_NAME_LENGTH = 63
-
-
-class ResourceList(ConfigModel):
-    cpu: Quantity | None = Field(
-        default=None, description="CPU, a Kubernetes quantity (500m, 2); unset keeps the runtime's default."
-    )
-    memory: Quantity | None = Field(
-        default=None, description="Memory, a Kubernetes quantity (512Mi, 8Gi); unset keeps the runtime's default."
-    )
-
-
-class Resources(ConfigModel):
-    """Container requests and limits; keys left out keep the runtime's defaults."""
-
-    requests: ResourceList = Field(default=ResourceList(), description="What the scheduler reserves for the container.")
-    limits: ResourceList = Field(default=ResourceList(), description="The most the container may use.")
-
-    def over(self, defaults: Resources) -> Resources:
-        """These resources with every unset key taken from `defaults`."""
-
-        def merge(mine: ResourceList, theirs: ResourceList) -> ResourceList:
-            return ResourceList(cpu=mine.cpu or theirs.cpu, memory=mine.memory or theirs.memory)
-
-        return Resources(requests=merge(self.requests, defaults.requests), limits=merge(self.limits, defaults.limits))
-
-    def to_kubernetes(self) -> dict[str, dict[str, str]]:
-        out: dict[str, dict[str, str]] = {}
-        for key, values in (("requests", self.requests), ("limits", self.limits)):
-            entries = {name: str(value) for name, value in values.model_dump().items() if value is not None}
-            if entries:
-                out[key] = entries
-        return out
 
 
 class EnvVar(ConfigModel):
@@ -193,6 +169,9 @@ class ModelSpecBase(ConfigModel):
     A metric name, or a name with label matchers (`family{state="waiting"}`) for one series of a gauge family."""
     USES_NPUS: ClassVar[bool] = False
     """Whether the server runs on Ascend NPUs (`npu`)."""
+    PICKER_ENGINE: ClassVar[PickerEngine | None] = None
+    """The LLM engine whose metrics an inference pool's picker reads (`routing: inference-pool`); None
+    for a server the picker cannot route for."""
 
     name: DNS1035Label = Field(description="Served at <name>.<domain>; also the Kubernetes name prefix.")
     runtime: str
@@ -236,6 +215,16 @@ class ModelSpecBase(ConfigModel):
         default_factory=Protection, description="Rate limit, client access, JWT and circuit breaking."
     )
     timeout: Duration = Field(default="60s", description="Request timeout at the gateway.")
+    routing: Routing = Field(
+        default="virtual-service",
+        description="How the gateway spreads a version's requests over its pods: virtual-service (Istio, round "
+        "robin) or inference-pool (LLM engines: an endpoint picker per version chooses the pod by its queue, "
+        "KV cache, loaded LoRA adapters and the prompt's cached prefix; a Gateway API HTTPRoute).",
+    )
+    inference_pool: InferencePoolSpec = Field(
+        default_factory=InferencePoolSpec,
+        description="With routing inference-pool: the pickers' scorers, size and failure mode.",
+    )
     rollout_timeout: Duration | None = Field(
         default=None,
         description="How long `pulumi up` waits for a version's pods to be ready; by default the server's "
@@ -271,6 +260,7 @@ class ModelSpecBase(ConfigModel):
                 )
         problems += self._npu_problems()
         problems += self._autoscaling_problems()
+        problems += self._routing_problems()
         if self.analysis.payloads.enabled and not self.mirrors:
             problems.append(
                 (
@@ -370,6 +360,67 @@ class ModelSpecBase(ConfigModel):
                 (path, "set replicas or autoscaling, not both: autoscaling's bounds decide replicas") for path in fixed
             ]
         return problems
+
+    def _routing_problems(self) -> list[tuple[str, str]]:
+        if self.routing != "inference-pool":
+            if "inference_pool" in self.model_fields_set:
+                return [("inferencePool", "only with routing: inference-pool")]
+            return []
+        problems = []
+        engine = self.picker_engine
+        if "engine" in self.inference_pool.model_fields_set and self.PICKER_ENGINE is not None:
+            problems.append(
+                ("inferencePool.engine", f"{self.runtime} publishes {self.PICKER_ENGINE}'s metrics: drop this")
+            )
+        if engine is None:
+            problems.append(
+                (
+                    "routing",
+                    f"the endpoint picker routes OpenAI-style requests to LLM engines by the queue and KV-cache "
+                    f"gauges it reads from them, and {self.runtime} publishes none it knows: use it with vllm, "
+                    "sglang, or a custom image that names its engine (inferencePool.engine)"
+                    if self.runtime != "custom"
+                    else "a custom image is routed by a picker only when it names whose metrics it publishes: "
+                    "set inferencePool.engine (vllm or sglang)",
+                )
+            )
+        if self.autoscaling.scales_to_zero:
+            problems.append(
+                (
+                    "autoscaling.minReplicas",
+                    "a version asleep at zero has no pod for the picker to choose, and KEDA's interceptor, which "
+                    "holds a request while the version wakes, cannot stand before a pool: keep 1 or more, or "
+                    "route it through its VirtualService",
+                )
+            )
+        problems += [
+            (
+                f"inferencePool.scorers[{i}].type",
+                f"the picker reads which LoRA adapters a pod holds from vLLM's metrics only; {engine} publishes none",
+            )
+            for i, scorer in enumerate(self.inference_pool.scorers)
+            if scorer.type == "lora-affinity-scorer" and engine is not None and engine not in LORA_ENGINES
+        ]
+        problems += [
+            (
+                f"versions[{index}].name",
+                f"'{pool}', the version's inference pool, is {len(pool)} characters: its picker is named after "
+                f"its first {PICKER_NAME_BASE} (the chart's rule), so keep the model and version names within that",
+            )
+            for index, version in enumerate(self.versions)
+            if len(pool := f"{self.name}-{version.name}") > PICKER_NAME_BASE
+        ]
+        return problems
+
+    @property
+    def picker_engine(self) -> PickerEngine | None:
+        """Whose metric names the model's pods publish, for an inference pool's picker."""
+        return self.inference_pool.engine or self.PICKER_ENGINE
+
+    @property
+    def routed_by_pool(self) -> bool:
+        """The gateway sends the model's requests through inference pools (an HTTPRoute)."""
+        return self.routing == "inference-pool"
 
     def fixed_replicas(self, version: ModelVersion) -> int:
         """Replicas of a version without an autoscaler: its own, the model's, or autoscaling's

@@ -23,13 +23,14 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, PinnedImage, duration_seconds
 from inference_platform.kube import register
+from inference_platform.platform.ingress_gateway import MERGED_METRICS_PORT
 from inference_platform.platform.prometheus import MetricsScraper
-from inference_platform.serving.access import MERGED_METRICS_PORT, principal, service_account
+from inference_platform.serving.access import principal, service_account
 from inference_platform.serving.analysis_spec import PAYLOAD_PROTOCOL_ALIASES, PayloadProtocol
 from inference_platform.serving.config_checksum import config_checksum
 from inference_platform.serving.inference_service.pods import CONTAINER_SECURITY
 from inference_platform.serving.model_namespace import PART_OF_LABELS
-from inference_platform.serving.model_spec import ModelSpecBase, ResourceList, Resources
+from inference_platform.serving.model_spec import ModelSpecBase
 from inference_platform.serving.payload_capture import (
     COMPARATOR,
     COMPARATOR_GRPC_PORT,
@@ -37,6 +38,7 @@ from inference_platform.serving.payload_capture import (
     ComparatorRef,
     captured_versions,
 )
+from inference_platform.serving.resources import ResourceList, Resources
 from inference_platform.serving.runtimes import ModelSpec
 
 CONFIG_DIR = "/etc/inference-comparator"

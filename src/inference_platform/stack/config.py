@@ -38,7 +38,7 @@ from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.grafana import HOST_PREFIX as GRAFANA_HOST
 from inference_platform.platform.grafana import GrafanaConfig
 from inference_platform.platform.hami import HamiConfig
-from inference_platform.platform.ingress_gateway import ISTIO_NAMESPACE, IngressGatewayConfig
+from inference_platform.platform.ingress_gateway import ISTIO_NAMESPACE, InferenceRoutes, IngressGatewayConfig
 from inference_platform.platform.keda import HttpAddOnRef, KedaConfig, KedaRef
 from inference_platform.platform.leader_worker_set import NAMESPACE as LWS_NAMESPACE
 from inference_platform.platform.leader_worker_set import LeaderWorkerSetConfig
@@ -59,6 +59,9 @@ PROJECT = "inference-platform"
 UNIONS = (RUNTIME_UNION, GPU_MODE_UNION)
 
 MAX_HOST_LENGTH = 253
+# A Gateway API Gateway holds at most 64 listeners; one is the plain HTTP listener.
+MAX_GATEWAY_LISTENERS = 64
+MAX_TLS_POOL_MODELS = MAX_GATEWAY_LISTENERS - 1
 
 
 class PlatformConfig(ConfigModel):
@@ -240,9 +243,43 @@ class StackConfig(ConfigModel):
         if not problems:
             problems += self._capacity_problems()
         problems += self._autoscaling_problems()
+        problems += self._pool_problems()
         if problems:
             raise config_problems(problems)
         return self
+
+    def _pool_problems(self) -> list[tuple[str, str]]:
+        """Inference pools need the platform's Istio, whose istiod and gateway the platform sets up for them."""
+        pooled = [i for i, model in enumerate(self.models) if model.routed_by_pool]
+        if not pooled:
+            return []
+        ingress = self.platform.ingress
+        if not ingress.enabled:
+            return [
+                (
+                    f"models[{i}].routing",
+                    "inference pools need the platform's Istio (platform.ingress.enabled): it turns on istiod's "
+                    "inference extension, installs the Gateway API's CRDs and serves the HTTPRoutes",
+                )
+                for i in pooled
+            ]
+        if ingress.tls is not None and len(pooled) > MAX_TLS_POOL_MODELS:
+            return [
+                (
+                    f"models[{pooled[MAX_TLS_POOL_MODELS]}].routing",
+                    f"over TLS each pool-routed model is a listener of the Gateway, which holds at most "
+                    f"{MAX_GATEWAY_LISTENERS}: {len(pooled)} models are too many",
+                )
+            ]
+        return []
+
+    @property
+    def inference_routes(self) -> InferenceRoutes | None:
+        """What the Gateway for inference-pool routes serves, when some model is routed through pools."""
+        pooled = [model for model in self.models if model.routed_by_pool]
+        if not pooled:
+            return None
+        return InferenceRoutes(namespaces=[self.namespace], hosts=[f"{m.name}.{self.domain}" for m in pooled])
 
     def _object_names(self) -> list[tuple[str, str, dict[str, str]]]:
         """Each model and pipeline (its name's path) with the names its objects take, and their paths.

@@ -26,6 +26,7 @@ from inference_platform.platform import (
     prometheus,
     prometheus_adapter,
 )
+from inference_platform.platform.ingress_gateway import MERGED_METRICS_PORT
 from inference_platform.platform.network import (
     BUILT_IN_NAMESPACE,
     DNS_PORT,
@@ -37,7 +38,7 @@ from inference_platform.platform.network import (
     Pods,
     pod_groups,
 )
-from inference_platform.serving.access import MERGED_METRICS_PORT
+from inference_platform.serving import inference_pool
 from inference_platform.serving.payload_capture import COMPARATOR_METRICS_PORT
 from inference_platform.serving.pipeline.manifests import ROUTER_PORT
 from inference_platform.stack.config import StackConfig
@@ -141,6 +142,9 @@ def istio_edges(table: EdgeTable) -> None:
         table.add(gateway, table.models, _model_serving_ports(config), "the gateway routes to models")
     if interceptor is not None:
         table.add(gateway, interceptor, (keda.INTERCEPTOR_PROXY_PORT,), "the gateway routes to sleeping models")
+    if config.inference_routes is not None:
+        pickers = Pods.of("endpoint-pickers", config.namespace, inference_pool.PICKER_MODE_LABELS)
+        table.add(gateway, pickers, (inference_pool.EXT_PROC_PORT,), "the gateway asks inference pools' pickers")
     table.scraped(gateway, (MERGED_METRICS_PORT,), "the gateway's proxy")
 
 

@@ -91,7 +91,10 @@ def _ready(installed: Installed, *components: ComponentType) -> list[pulumi.Reso
 
 
 def _ingress(name: str, config: StackConfig, _: Installed, opts: pulumi.ResourceOptions) -> Deployed:
-    ingress = IngressGateway(name, IngressGatewayArgs(config=config.platform.ingress, domain=config.domain), opts)
+    args = IngressGatewayArgs(
+        config=config.platform.ingress, domain=config.domain, inference_routes=config.inference_routes
+    )
+    ingress = IngressGateway(name, args, opts)
     return Deployed(ingress, tuple(ingress.ready), {"gateway": ingress.gateway, "gatewayService": ingress.service})
 
 

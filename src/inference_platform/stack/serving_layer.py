@@ -91,6 +91,7 @@ def deploy_models(
                 callees=[workloads[callee] for callee in model.calls],
                 keda=keda,
                 comparator=comparator if model.analysis.payloads.enabled else None,
+                network=config.platform.network,
             ),
             opts=after,
         )

@@ -15,6 +15,7 @@ from inference_platform.config.errors import Discriminated
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.ingress_gateway import GatewayRef
 from inference_platform.platform.keda import HttpAddOnRef, KedaRef
+from inference_platform.platform.network import NetworkConfig
 from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Workload
@@ -55,6 +56,10 @@ class InferenceServiceArgs(ConfigModel):
     )
     comparator: ComparatorRef | None = Field(
         default=None, description="The payload comparator the primary and shadows stream their exchanges to."
+    )
+    network: NetworkConfig = Field(
+        default_factory=NetworkConfig,
+        description="Where the API server is: an inference pool's picker watches its pool and pods through it.",
     )
 
     @model_validator(mode="after")

@@ -4,10 +4,14 @@
 # annotations as types at run time.
 import pulumi
 
+from inference_platform import pins
 from inference_platform.kube import register
+from inference_platform.platform.helm import chart
 from inference_platform.serving.curl import curl_line
+from inference_platform.serving.inference_pool import chart_values, harden_picker
 from inference_platform.serving.inference_service.args import InferenceServiceArgs
 from inference_platform.serving.inference_service.manifests import model_manifests
+from inference_platform.serving.inference_service.routing import pool_name, serves_by_path, serving_selector
 
 MODEL_OUTPUT = "model"
 GPU_NODES_OUTPUT = "gpuNodes"
@@ -32,11 +36,19 @@ class InferenceService(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None)
         for manifest in model_manifests(args):
             register(manifest, child)
+        model = args.model
+        engine = model.picker_engine
+        if model.routed_by_pool and engine is not None:
+            # Each version's InferencePool and its endpoint picker, from the pinned chart.
+            pickers = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(transforms=[harden_picker]))
+            for version in model.versions:
+                values = chart_values(model.inference_pool, engine, serving_selector(args, version), model.http_port)
+                chart(pool_name(args, version), pins.INFERENCE_POOL, args.namespace, values, pickers)
 
         example = args.model.example_request()
         host_url = f"{args.url_scheme}://{args.host}/"
         path_url = f"{args.url_scheme}://{args.shared_host}{args.path_prefix}"
-        self.urls = pulumi.Output.from_input([host_url, path_url])
+        self.urls = pulumi.Output.from_input([host_url, path_url] if serves_by_path(args) else [host_url])
         self.curl = pulumi.Output.from_input(curl_line(host_url + example.path.lstrip("/"), example.body))
         self.weights = pulumi.Output.from_input(args.model.live_weights)
         self.mirrors = pulumi.Output.from_input(args.model.mirrors)

@@ -11,10 +11,12 @@ from inference_platform.serving.access import (
     authorization_policy,
     internet_egress_policy,
     network_policy,
+    picker_policies,
     service_account,
     wake_policies,
 )
 from inference_platform.serving.autoscaling import horizontal_pod_autoscaler
+from inference_platform.serving.inference_pool import PICKER_POD_LABEL, picker_name
 from inference_platform.serving.inference_service.args import (
     InferenceServiceArgs,
     object_metadata,
@@ -31,8 +33,11 @@ from inference_platform.serving.inference_service.pods import (
 )
 from inference_platform.serving.inference_service.routing import (
     destination_rule,
+    http_routes,
     mesh_virtual_service,
     model_service,
+    pool_name,
+    serving_selector,
     version_service,
     virtual_service,
 )
@@ -111,6 +116,20 @@ def capture_manifests(args: InferenceServiceArgs, version: ModelVersion) -> list
     ]
 
 
+def picker_manifests(args: InferenceServiceArgs, version: ModelVersion) -> list[dict[str, Any]]:
+    """For a version routed through its inference pool: the picker's and the pool's network policies."""
+    if not args.model.routed_by_pool:
+        return []
+    picker = picker_name(pool_name(args, version))
+    return picker_policies(
+        {PICKER_POD_LABEL: picker},
+        serving_selector(args, version),
+        (args.gateway.namespace, args.gateway.selector),
+        args.network.api_server,
+        (object_metadata(args, picker, version), object_metadata(args, f"{pool_name(args, version)}-picker", version)),
+    )
+
+
 def protection_manifests(args: InferenceServiceArgs, plan: ServerPlan) -> list[dict[str, Any]]:
     """Rate limit, gateway access rules, in-mesh access and network policy of the model."""
     model, protection = args.model, args.model.protection
@@ -169,6 +188,9 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
             objects.append(download)
         if plan.workers is not None:
             objects += group_policies(args, version)
-    objects += [model_service(args), destination_rule(args), virtual_service(args), mesh_virtual_service(args)]
+        objects += picker_manifests(args, version)
+    objects += [model_service(args), destination_rule(args)]
+    objects += http_routes(args) if args.model.routed_by_pool else [virtual_service(args)]
+    objects.append(mesh_virtual_service(args))
     objects += protection_manifests(args, plans[-1][1])
     return objects

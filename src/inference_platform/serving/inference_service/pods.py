@@ -20,8 +20,9 @@ from inference_platform.serving.inference_service.args import (
     service_fqdn,
     version_name,
 )
-from inference_platform.serving.model_spec import ModelVersion, ResourceList, Resources, TransformerSpec
+from inference_platform.serving.model_spec import ModelVersion, TransformerSpec
 from inference_platform.serving.model_storage import model_files
+from inference_platform.serving.resources import ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
     CONFIG_VOLUME,
     MODEL_VOLUME,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
+from inference_platform.serving.inference_pool import POOL_GROUP
 from inference_platform.serving.inference_service.args import (
     InferenceServiceArgs,
     object_metadata,
@@ -155,3 +158,109 @@ def mesh_virtual_service(args: InferenceServiceArgs) -> dict[str, Any]:
 
 def mesh_route_name(model: str) -> str:
     return f"{model}-mesh"
+
+
+# --- Inference pools (routing: inference-pool) -------------------------------------------------
+
+GATEWAY_API = "gateway.networking.k8s.io"
+
+
+def pool_name(args: InferenceServiceArgs, version: ModelVersion) -> str:
+    """A version's InferencePool (the chart's release, so its picker is <pool>-epp)."""
+    return version_name(args, version)
+
+
+def serves_by_path(args: InferenceServiceArgs) -> bool:
+    """Whether a pool-routed model is also served at <domain>/models/<model>/: over plain HTTP only.
+    Over TLS the shared host's server name is the Istio Gateway's, whose routes cannot reach a pool."""
+    return not args.model.routed_by_pool or args.url_scheme == "http"
+
+
+def _mirror_share(percent: float) -> dict[str, Any]:
+    """A RequestMirror's share: `percent` when whole, else the exact `fraction` of requests."""
+    if float(percent).is_integer():
+        return {"percent": int(percent)}
+    share = Fraction(Decimal(str(percent))) / 100
+    return {"fraction": {"numerator": share.numerator, "denominator": share.denominator}}
+
+
+def _pool_rule(args: InferenceServiceArgs, filters: list[dict[str, Any]]) -> dict[str, Any]:
+    """Live versions as weighted pools, each shadow a mirror to its version's Service (a mirror aimed
+    at a pool gets no picker in Istio 1.30), under the model's timeout."""
+    model = args.model
+    mirrors = [
+        {
+            "type": "RequestMirror",
+            "requestMirror": {
+                "backendRef": {"name": version_name(args, version), "port": model.http_port},
+                **_mirror_share(percent),
+            },
+        }
+        for version in model.versions
+        if (percent := version.mirror_percent) is not None
+    ]
+    rule: dict[str, Any] = {
+        "backendRefs": [
+            {"group": POOL_GROUP, "kind": "InferencePool", "name": pool_name(args, version), "weight": version.weight}
+            for version in model.versions
+            if version.is_live
+        ],
+        "timeouts": {"request": model.timeout},
+    }
+    if filters or mirrors:
+        rule["filters"] = [*filters, *mirrors]
+    return rule
+
+
+def _http_route(args: InferenceServiceArgs, name: str, host: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    gateway = args.gateway
+    parent = {"group": GATEWAY_API, "kind": "Gateway", "namespace": gateway.namespace, "name": gateway.pools_name}
+    return {
+        "apiVersion": f"{GATEWAY_API}/v1",
+        "kind": "HTTPRoute",
+        "metadata": object_metadata(args, name),
+        "spec": {"parentRefs": [parent], "hostnames": [host], "rules": rules},
+    }
+
+
+def http_routes(args: InferenceServiceArgs) -> list[dict[str, Any]]:
+    """A pool-routed model's ways in, as its VirtualService's are: `<model>.<domain>` (every path),
+    and `<domain>/models/<model>/` rewritten to `/` with the bare prefix redirected (308) to it. Two
+    routes, as a route's hostnames hold for all its rules: one route with both would take every path
+    of the shared host."""
+    prefix = args.path_prefix
+    routes = [
+        _http_route(
+            args,
+            args.model.name,
+            args.host,
+            [{"name": "by-host", "matches": [{"path": {"type": "PathPrefix", "value": "/"}}]} | _pool_rule(args, [])],
+        )
+    ]
+    if serves_by_path(args):
+        rewrite = {
+            "type": "URLRewrite",
+            "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}},
+        }
+        redirect = {
+            "type": "RequestRedirect",
+            "requestRedirect": {
+                "path": {"type": "ReplaceFullPath", "replaceFullPath": prefix},
+                "statusCode": PERMANENT_REDIRECT,
+            },
+        }
+        rules = [
+            {"name": "by-path", "matches": [{"path": {"type": "PathPrefix", "value": prefix}}]}
+            | _pool_rule(args, [rewrite]),
+            {
+                "name": "add-slash",
+                "matches": [{"path": {"type": "Exact", "value": prefix.removesuffix("/")}}],
+                "filters": [redirect],
+            },
+        ]
+        routes.append(_http_route(args, by_path_route_name(args.model.name), args.shared_host, rules))
+    return routes
+
+
+def by_path_route_name(model: str) -> str:
+    return f"{model}-by-path"

@@ -25,8 +25,10 @@ from inference_platform.config.base import (
     find_cycles,
 )
 from inference_platform.serving.autoscaling import AutoscalingSpec
-from inference_platform.serving.model_spec import ResourceList, Resources, RetryPolicy
+from inference_platform.serving.inference_pool import Routing
+from inference_platform.serving.model_spec import RetryPolicy
 from inference_platform.serving.protection import Protection
+from inference_platform.serving.resources import ResourceList, Resources
 
 ROOT_NODE = "root"
 """The router starts every request at this node (KServe's GraphRootNodeName)."""
@@ -128,6 +130,20 @@ class PipelineSpec(ConfigModel):
     protection: Protection = Field(
         default_factory=Protection, description="Rate limit, client access, JWT and circuit breaking."
     )
+    routing: Routing = Field(
+        default="virtual-service",
+        description="virtual-service, always: the router is no LLM engine an inference pool's picker could read.",
+    )
+
+    @model_validator(mode="after")
+    def _routed_by_its_virtual_service(self) -> PipelineSpec:
+        if self.routing != "virtual-service":
+            message = (
+                "a pipeline's router has no queue or KV cache for an endpoint picker to read: it is routed "
+                "through its VirtualService (its models may use inference pools)"
+            )
+            raise config_problems([("routing", message)])
+        return self
 
     @model_validator(mode="after")
     def _graph(self) -> PipelineSpec:

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, Resources
+from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion
+from inference_platform.serving.resources import Resources
 
 # Volume names the InferenceService defines and runtimes mount.
 CONFIG_VOLUME = "server-config"

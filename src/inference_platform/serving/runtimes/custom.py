@@ -26,7 +26,8 @@ from inference_platform.config.base import (
 )
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.analysis_spec import PayloadProtocol
-from inference_platform.serving.model_spec import ISTIO_PORTS, ModelSpecBase, ModelVersion, ResourceList, Resources
+from inference_platform.serving.model_spec import ISTIO_PORTS, ModelSpecBase, ModelVersion
+from inference_platform.serving.resources import ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
     SCRATCH_PATH,
     Probe,
@@ -155,6 +156,10 @@ class CustomModel(ModelSpecBase):
         ]
         if self.grpc_port is not None and self.grpc_port == self.port:
             problems.append(("grpcPort", f"{self.grpc_port} is the HTTP port too: give gRPC a port of its own"))
+        if self.routed_by_pool and self.metrics is None:
+            problems.append(
+                ("metrics", "an inference pool's picker chooses pods by the engine's gauges: set where they are served")
+            )
         scratch = [f"writablePaths[{i}]" for i, path in enumerate(self.writable_paths) if path == SCRATCH_PATH]
         problems += [(path, f"{SCRATCH_PATH} is writable already (the scratch volume)") for path in scratch]
         if problems:

@@ -16,7 +16,8 @@ from inference_platform.config.base import config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.gpu import VirtualGpu
-from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
+from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion
+from inference_platform.serving.resources import ResourceList, Resources
 from inference_platform.serving.runtimes.base import SCRATCH_PATH, Probes, ServerContainer, model_server_container
 from inference_platform.serving.server_plan import ExampleRequest, MetricsEndpoint, ServerPlan
 

@@ -13,7 +13,8 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.analysis_spec import PayloadProtocol
-from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion, ResourceList, Resources
+from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion
+from inference_platform.serving.resources import ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
     SCRATCH_PATH,
     Probes,

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.inference_pool import PickerEngine
 from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.runtimes.base import Probes, http_probe
 from inference_platform.serving.runtimes.llm_engine import MODEL_DIR, LLMEngineModel
@@ -31,6 +32,7 @@ class SGLangModel(LLMEngineModel):
     ENGINE: ClassVar[str] = "SGLang"
     # SGLang's gauge of requests waiting in the scheduler's queue (sglang/srt/observability/metrics_collector.py).
     QUEUE_METRIC: ClassVar[str | None] = "sglang:num_queue_reqs"
+    PICKER_ENGINE: ClassVar[PickerEngine | None] = "sglang"
 
     runtime: Literal["sglang"] = Field(
         description="SGLang: a Hugging Face model directory; HTTP 30000 (OpenAI API, and metrics). Needs a GPU."

@@ -28,6 +28,7 @@ from pydantic import Field, model_validator
 from inference_platform import pins
 from inference_platform.config.base import config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.inference_pool import PickerEngine
 from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.runtimes.base import Probes, http_probe
 from inference_platform.serving.runtimes.llm_engine import MODEL_DIR, LLMEngineModel
@@ -76,6 +77,7 @@ class VLLMModel(LLMEngineModel):
     QUEUE_METRIC: ClassVar[str | None] = "vllm:num_requests_waiting"
     # On Ascend NPUs through vllm-ascend's image.
     USES_NPUS: ClassVar[bool] = True
+    PICKER_ENGINE: ClassVar[PickerEngine | None] = "vllm"
 
     runtime: Literal["vllm"] = Field(
         description="vLLM: a Hugging Face model directory; HTTP 8000 (OpenAI API and metrics). Needs a GPU, or "
