@@ -154,7 +154,13 @@ def cumulative(histogram: EngineHistogram, observed: Mapping[float, float]) -> l
     """Each bucket's count (`le` as prometheus_client writes it, +Inf last) of these observations
     (value in seconds -> how many)."""
     bounds = [*histogram.bounds, float("inf")]
-    return [(floatToGoString(b), sum(n for value, n in observed.items() if value <= b)) for b in bounds]
+    return [(le(b), sum(n for value, n in observed.items() if value <= b)) for b in bounds]
+
+
+def le(bound: float) -> str:
+    """An upper bound as prometheus_client writes it in `le` (0.25, 1.0, +Inf)."""
+    written: str = floatToGoString(bound)  # type: ignore[no-untyped-call]
+    return written
 
 
 def selector(name: str, labels: Mapping[str, str]) -> str:
