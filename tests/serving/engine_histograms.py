@@ -11,7 +11,7 @@ the bounds written as prometheus_client (the library both engines use) writes `l
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -182,16 +182,19 @@ def promtool_series(
 
 
 def openmetrics_samples(
-    histogram: EngineHistogram, labels: Mapping[str, str], per_step: Mapping[float, float], times: list[int]
+    histogram: EngineHistogram, labels: Mapping[str, str], added: Sequence[Mapping[float, float]], times: Sequence[int]
 ) -> list[str]:
-    """OpenMetrics sample lines of the histogram's buckets, count and sum, growing by these
-    observations every step, one sample at each of `times` (seconds), for promtool's backfill."""
+    """OpenMetrics sample lines of the histogram's buckets, count and sum at each of `times` (seconds),
+    for promtool's backfill: `added[i]` is what was observed between samples i - 1 and i (the
+    first sample is 0)."""
     lines = []
-    total = sum(per_step.values())
-    weighted = sum(value * n for value, n in per_step.items())
+    observed: dict[float, float] = {}
     for step, t in enumerate(times):
-        for le, count in cumulative(histogram, {v: n * step for v, n in per_step.items()}):
-            lines.append(f"{selector(histogram.name + '_bucket', {**labels, 'le': le})} {count:g} {t}")
-        lines.append(f"{selector(histogram.name + '_count', labels)} {total * step:g} {t}")
-        lines.append(f"{selector(histogram.name + '_sum', labels)} {weighted * step:g} {t}")
+        if step:
+            for value, n in added[step].items():
+                observed[value] = observed.get(value, 0.0) + n
+        for bound, count in cumulative(histogram, observed):
+            lines.append(f"{selector(histogram.name + '_bucket', {**labels, 'le': bound})} {count:g} {t}")
+        lines.append(f"{selector(histogram.name + '_count', labels)} {sum(observed.values()):g} {t}")
+        lines.append(f"{selector(histogram.name + '_sum', labels)} {sum(v * n for v, n in observed.items()):g} {t}")
     return lines
