@@ -49,10 +49,11 @@ class TokenSignal:
     """Its name in the recording rules (`inference:<key>_seconds:p95_5m`)."""
     title: str
     alert: str
-    setting: str
-    """The model's analysis setting that bounds it, in percent of the primary's p95."""
+    report_key: str
+    """Its figures' key in `infra analyze`'s JSON."""
 
     def allowed_increase(self, spec: AnalysisSpec) -> float:
+        """The model's bound on its rise over the primary's p95, in percent of it."""
         if self == TTFT:
             return spec.max_time_to_first_token_increase_percent
         return spec.max_time_per_output_token_increase_percent
@@ -62,13 +63,13 @@ TTFT = TokenSignal(
     "time_to_first_token",
     "time to first token",
     "InferenceVersionTimeToFirstTokenAbovePrimary",
-    "maxTimeToFirstTokenIncreasePercent",
+    "timeToFirstToken",
 )
 TPOT = TokenSignal(
     "time_per_output_token",
     "time per output token",
     "InferenceVersionTimePerOutputTokenAbovePrimary",
-    "maxTimePerOutputTokenIncreasePercent",
+    "timePerOutputToken",
 )
 
 

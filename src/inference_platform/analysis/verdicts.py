@@ -45,13 +45,8 @@ class Stats:
             "p50Ms": self.p50_ms,
             "p95Ms": self.p95_ms,
             "p99Ms": self.p99_ms,
-            **{_camel(signal.key): found.as_json() for signal, found in self.tokens.items()},
+            **{signal.report_key: found.as_json() for signal, found in self.tokens.items()},
         }
-
-
-def _camel(key: str) -> str:
-    first, *rest = key.split("_")
-    return first + "".join(word.title() for word in rest)
 
 
 @dataclass(frozen=True)
@@ -150,9 +145,11 @@ def combined(first: tuple[Verdict, list[str]], second: tuple[Verdict, list[str]]
 def judge(
     candidate: Stats, primary: Stats, spec: AnalysisSpec, primary_name: str, sleeps: bool = False
 ) -> tuple[Verdict, list[str]]:
-    """The same thresholds the alerting rules apply, on the same figures. Where the model sleeps at
-    zero replicas and neither version served a request in the window, the model was asleep: idle,
-    not judged (a version that stays asleep while its primary serves is judged as any other)."""
+    """The same thresholds the alerting rules apply, on the same figures: errors, latency and, for an
+    LLM engine, its token latency (too few requests observed there is insufficient data, unless
+    something else fails it). Where the model sleeps at zero replicas and neither version served a
+    request in the window, the model was asleep: idle, not judged (a version that stays asleep
+    while its primary serves is judged as any other)."""
     if sleeps and candidate.requests == 0 and primary.requests == 0:
         return "idle", ["the model slept at zero replicas: no request in the window"]
     short = [
