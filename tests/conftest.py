@@ -355,8 +355,9 @@ def full_config() -> dict[str, Any]:
             "gpu": {"mode": "vgpu", "memoryMib": 40960},
             "maxModelLen": 8192,
             "versions": [{"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 100}],
-            # Scales on vLLM's queue: the adapter serves requests_waiting (KEDA: a trigger).
-            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 8},
+            # Scales on vLLM's queue and its p90 time to first token: the adapter serves requests_waiting
+            # and time_to_first_token_p90_seconds (KEDA: a trigger each).
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 8, "timeToFirstTokenP90": 2},
         },
         {
             # Too large for one node: each replica a LeaderWorkerSet group of 2 pods x 8 GPUs.
@@ -383,9 +384,16 @@ def full_config() -> dict[str, Any]:
             "runtime": "sglang",
             "gpu": {"mode": "exclusive", "count": 2},
             "tensorParallelSize": 2,
-            "versions": [{"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 100}],
-            # SGLang's queue beside vLLM's: one adapter rule over both gauges.
-            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 4},
+            # A canary judged on SGLang's time to first token and time per output token too (rules,
+            # alerts, dashboard panels), its time-to-first-token threshold tighter than the default.
+            "versions": [
+                {"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 90},
+                {"name": "v2", "modelUri": "hf://Qwen/Qwen3-8B-FP8", "weight": 10},
+            ],
+            "analysis": {"maxTimeToFirstTokenIncreasePercent": 10},
+            # SGLang's queue and time to first token beside vLLM's: one adapter rule over both gauges,
+            # one over both histograms.
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 4, "timeToFirstTokenP90": 1.5},
         },
         {
             # Triton with the TensorRT-LLM backend, streaming; scales on the backend's waiting requests,

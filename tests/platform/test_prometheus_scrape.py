@@ -20,6 +20,7 @@ from inference_platform.platform.prometheus import (
     scrape_configs,
     service_endpoints_job,
 )
+from inference_platform.serving.runtimes.vllm import VLLMModel
 from tests.platform.prometheus_harness import (
     PROMTOOL,
     RunningPrometheus,
@@ -27,6 +28,7 @@ from tests.platform.prometheus_harness import (
     prometheus,
     write_targets,
 )
+from tests.serving import engine_histograms
 
 pytestmark = pytest.mark.slow
 
@@ -58,8 +60,18 @@ class _Exporter(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def engine_series() -> str:
+    """One bucket of vLLM's time-to-first-token histogram as the engine exports it (its own labels
+    only, read from the pinned wheel), merged into the sidecar's endpoint as the app's metrics are."""
+    assert VLLMModel.TTFT_HISTOGRAM is not None
+    histogram = engine_histograms.vllm()[VLLMModel.TTFT_HISTOGRAM]
+    own = {label: {"model_name": "iris"}.get(label, "0") for label in histogram.labels}
+    return engine_histograms.selector(f"{histogram.name}_bucket", own | {"le": "0.25"}) + " 7\n"
+
+
 @pytest.fixture(scope="module")
 def exporter_port() -> Iterator[int]:
+    _Exporter.bodies = _Exporter.bodies | {"/stats/prometheus": _Exporter.bodies["/stats/prometheus"] + engine_series()}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_address[1]
@@ -216,6 +228,20 @@ def test_pod_metrics_carry_namespace_pod_and_pod_labels(running: RunningPromethe
         "iris",
         "v1",
     )
+
+
+def test_engine_histograms_keep_their_labels_beside_the_pods(running: RunningPrometheus) -> None:
+    """What the token-latency rules split by (namespace, app, version) and sum over (the engine's own
+    labels, the pod): all of them on the scraped series."""
+    (series,) = wait_for(running, f"{VLLMModel.TTFT_HISTOGRAM}_bucket")
+    labels = series["metric"]
+    assert (labels["namespace"], labels["app"], labels["version"], labels["pod"]) == (
+        "service",
+        "iris",
+        "v1",
+        "iris-v1-abc",
+    )
+    assert (labels["model_name"], labels["engine"], labels["le"]) == ("iris", "0", "0.25")
 
 
 def test_istio_requests_name_the_pod_the_adapter_asks_about(running: RunningPrometheus) -> None:

@@ -5,13 +5,21 @@ with the pod's `app` and `version` labels as `destination_app` and `destination_
 namespace as `destination_workload_namespace`. Mirrored requests are reported by the shadow's own
 sidecar, so a shadow has the same series as a live version.
 
+LLM engines (vLLM, SGLang; a custom server that names its histograms) also report what a user of a
+chat or completion endpoint feels: time to first token and each request's time per output token,
+as histograms in seconds. Prometheus' pods job scrapes them from every model pod with the pod's
+namespace and its `app` and `version` labels (platform/prometheus.py), beside the engine's own
+(vLLM's `model_name` and `engine`, SGLang's `model_name`, `engine_type` and `is_streaming`), so
+they are split by (namespace, app, version) and summed over the rest: over a version's pods and
+each pod's engines.
+
 The PromQL here is written once and used three ways: the recording rules (a fixed 5-minute
 window, every model), the per-model alerting rules and `infra analyze` (the model's own window).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,6 +35,42 @@ MODEL = BY[:2]
 RECORDING_WINDOW = "5m"
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 Role = Literal["canary", "shadow"]
+ENGINE_BY = ("namespace", "app", "version")
+"""How an engine's own series are split: the labels Prometheus' pods job puts on what it scrapes."""
+ENGINE_MODEL = ENGINE_BY[:2]
+TOKEN_QUANTILES = {"p50": 0.5, "p95": 0.95}
+
+
+@dataclass(frozen=True)
+class TokenSignal:
+    """An LLM engine's latency histogram, judged as request latency is: its p95 against the primary's."""
+
+    key: str
+    """Its name in the recording rules (`inference:<key>_seconds:p95_5m`)."""
+    title: str
+    alert: str
+    report_key: str
+    """Its figures' key in `infra analyze`'s JSON."""
+
+    def allowed_increase(self, spec: AnalysisSpec) -> float:
+        """The model's bound on its rise over the primary's p95, in percent of it."""
+        if self == TTFT:
+            return spec.max_time_to_first_token_increase_percent
+        return spec.max_time_per_output_token_increase_percent
+
+
+TTFT = TokenSignal(
+    "time_to_first_token",
+    "time to first token",
+    "InferenceVersionTimeToFirstTokenAbovePrimary",
+    "timeToFirstToken",
+)
+TPOT = TokenSignal(
+    "time_per_output_token",
+    "time per output token",
+    "InferenceVersionTimePerOutputTokenAbovePrimary",
+    "timePerOutputToken",
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +87,15 @@ class Comparison:
     """The model's versions sleep at zero replicas while idle: one with no pods is asleep, not broken."""
     payloads: bool = False
     """The payload comparator pairs the shadows' answers with the primary's."""
+    ttft: str | None = None
+    """The engine's histogram of time to first token (None for a server without one)."""
+    tpot: str | None = None
+    """The engine's histogram of time per output token (None for a server without one)."""
+
+    @property
+    def token_histograms(self) -> list[tuple[TokenSignal, str]]:
+        """The token-latency signals the model's engine reports, each with its histogram."""
+        return [(signal, name) for signal, name in ((TTFT, self.ttft), (TPOT, self.tpot)) if name is not None]
 
 
 def comparison(model: ModelSpecBase, namespace: str) -> Comparison | None:
@@ -69,6 +122,8 @@ def comparison(model: ModelSpecBase, namespace: str) -> Comparison | None:
         weighted,
         sleeps=model.autoscaling.scales_to_zero,
         payloads=model.analysis.payloads.enabled,
+        ttft=model.ttft_histogram,
+        tpot=model.tpot_histogram,
     )
 
 
@@ -117,8 +172,66 @@ def latency_quantile(quantile: float, window: str, match: str = selector()) -> s
     return f"histogram_quantile({quantile}, sum by (le, {_by(BY)}) (rate({DURATION_BUCKETS}{match}[{window}])))"
 
 
-def recording_rules(payloads: bool = False) -> dict[str, Any]:
-    """Per version over 5 minutes; with `payloads` (some model compares answers), per shadow too."""
+def engine_series(
+    histograms: Iterable[str],
+    suffix: str,
+    *,
+    namespace: str | None = None,
+    model: str | None = None,
+    version: str | None = None,
+    regex: Mapping[str, str] | None = None,
+) -> str:
+    """The `_bucket` (or `_count`) series of these histograms, for a model's version as the pods job
+    labels it; several histograms (engines) are matched by name."""
+    names = sorted({f"{name}{suffix}" for name in histograms})
+    matchers = [f'__name__=~"{one_of(names)}"'] if len(names) > 1 else []
+    exact = (("namespace", namespace), ("app", model), ("version", version))
+    matchers += [f'{label}="{value}"' for label, value in exact if value is not None]
+    matchers += [f'{label}=~"{value}"' for label, value in (regex or {}).items()]
+    head = names[0] if len(names) == 1 else ""
+    return f"{head}{{{','.join(matchers)}}}" if matchers else head
+
+
+def engine_fleet(models: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Regex matchers for every version of these (namespace, model) pairs in the engines' series, for
+    one query over a whole fleet split by ENGINE_BY (see fleet_selector)."""
+    namespaces, names = zip(*models, strict=True)
+    return {"namespace": one_of(namespaces), "app": one_of(names)}
+
+
+def token_quantile(quantile: float, window: str, series: str) -> str:
+    """A quantile, in seconds, of an engine histogram's buckets (`engine_series(..., "_bucket", ...)`)
+    per version, over its pods and their engines."""
+    return f"histogram_quantile({quantile}, sum by (le, {_by(ENGINE_BY)}) (rate({series}[{window}])))"
+
+
+def observations_in(window: str, series: str) -> str:
+    """How many requests an engine histogram (its `_count` series) observed in the window, per version."""
+    return f"sum by ({_by(ENGINE_BY)}) (increase({series}[{window}]))"
+
+
+def token_recording_rules(histograms: Mapping[TokenSignal, Sequence[str]]) -> dict[str, Any]:
+    """p50 and p95 of each signal per version over 5 minutes, from every engine's histogram of it."""
+    window = RECORDING_WINDOW
+    return {
+        "name": "inference-token-latency",
+        "rules": [
+            {
+                "record": f"inference:{signal.key}_seconds:{name}_{window}",
+                "expr": token_quantile(q, window, engine_series(names, "_bucket")),
+            }
+            for signal, names in histograms.items()
+            for name, q in TOKEN_QUANTILES.items()
+        ],
+    }
+
+
+def recording_rules(
+    payloads: bool = False, token_histograms: Mapping[TokenSignal, Sequence[str]] | None = None
+) -> dict[str, Any]:
+    """Per version over 5 minutes; with `payloads` (some model compares answers), per shadow too;
+    with `token_histograms` (the stack's LLM engines' histograms), their time to first token and
+    time per output token."""
     window = RECORDING_WINDOW
     rules = [
         {"record": f"inference:requests:rate{window}", "expr": request_rate(window)},
@@ -129,7 +242,19 @@ def recording_rules(payloads: bool = False) -> dict[str, Any]:
         for name, q in QUANTILES.items()
     ]
     groups = [{"name": "inference-versions", "rules": rules}]
+    if token_histograms:
+        groups.append(token_recording_rules(token_histograms))
     return {"groups": [*groups, agreement.recording_rules()] if payloads else groups}
+
+
+def stack_token_histograms(models: Iterable[ModelSpecBase]) -> dict[TokenSignal, list[str]]:
+    """Every histogram of each signal the stack's models' engines report: what the recording rules read."""
+    found: dict[TokenSignal, set[str]] = {TTFT: set(), TPOT: set()}
+    for model in models:
+        for signal, name in ((TTFT, model.ttft_histogram), (TPOT, model.tpot_histogram)):
+            if name is not None:
+                found[signal].add(name)
+    return {signal: sorted(names) for signal, names in found.items() if names}
 
 
 # --- Alerts -----------------------------------------------------------------------------------
@@ -151,6 +276,11 @@ def alert_rules(models: Sequence[tuple[Comparison, AnalysisSpec]], stack: str) -
             rule
             for version, role in compared.candidates
             for rule in _candidate_alerts(compared, spec, stack, version, role)
+        ]
+        rules += [
+            _token_alert(compared, spec, stack, candidate, token)
+            for candidate in compared.candidates
+            for token in compared.token_histograms
         ]
         rules += [_no_traffic_alert(compared, spec, stack, version) for version in compared.live]
         if spec.payloads.enabled:
@@ -183,13 +313,7 @@ def _candidate_alerts(
     shadow, a mirror that delivers nothing."""
     window, namespace, model, primary_version = spec.window, compared.namespace, compared.model, compared.primary
     primary, candidate = selector(namespace, model, primary_version), selector(namespace, model, version)
-    promote = _promote(stack, model)
-    stop = (
-        f"{promote} --mirror {version}=0"
-        if role == "shadow"
-        else f"{promote} --weights {primary_version}=100,{version}=0"
-    )
-    action = f"Stop it: {stop}; then `python -m infra analyze --stack {stack} --model {model}`."
+    stop, action = _stop_action(stack, model, primary_version, version, role)
     labels = {"model": model, "version": version, "role": role, "namespace": namespace}
     enough = " ".join(
         f"and on({_by(MODEL)}) ({requests_in(window, match)} >= {spec.min_requests})" for match in (candidate, primary)
@@ -239,6 +363,50 @@ def _candidate_alerts(
             }
         )
     return alerts
+
+
+def _stop_action(stack: str, model: str, primary: str, version: str, role: Role) -> tuple[str, str]:
+    """The command that stops a candidate, and the alert's action naming it."""
+    promote = _promote(stack, model)
+    stop = f"{promote} --mirror {version}=0" if role == "shadow" else f"{promote} --weights {primary}=100,{version}=0"
+    return stop, f"Stop it: {stop}; then `python -m infra analyze --stack {stack} --model {model}`."
+
+
+def _token_alert(
+    compared: Comparison,
+    spec: AnalysisSpec,
+    stack: str,
+    candidate_role: tuple[str, Role],
+    token: tuple[TokenSignal, str],
+) -> dict[str, Any]:
+    """The candidate's p95 of an engine's token latency (`token`: the signal and its histogram)
+    against the primary's, both with at least minRequests observations of it in the window."""
+    (version, role), (signal, histogram) = candidate_role, token
+    window, namespace, model, primary_version = spec.window, compared.namespace, compared.model, compared.primary
+
+    def series(suffix: str, side: str) -> str:
+        return engine_series([histogram], suffix, namespace=namespace, model=model, version=side)
+
+    p95 = TOKEN_QUANTILES["p95"]
+    candidate, primary = (token_quantile(p95, window, series("_bucket", side)) for side in (version, primary_version))
+    allowed = signal.allowed_increase(spec)
+    enough = " ".join(
+        f"and on({_by(ENGINE_MODEL)}) ({observations_in(window, series('_count', side))} >= {spec.min_requests})"
+        for side in (version, primary_version)
+    )
+    _, action = _stop_action(stack, model, primary_version, version, role)
+    return {
+        "alert": signal.alert,
+        "expr": f"(({candidate}) > on({_by(ENGINE_MODEL)}) ({primary} * {1 + allowed / 100:g})) {enough}",
+        "for": "5m",
+        "labels": {"model": model, "version": version, "role": role, "namespace": namespace, "severity": "warning"},
+        "annotations": {
+            "summary": f"{model} {version} ({role}) has a longer {signal.title} than {primary_version}",
+            "description": f"Its p95 {signal.title} over {window} is more than {allowed:g} % above the primary's "
+            f"({histogram}).",
+            "action": action,
+        },
+    }
 
 
 def _no_traffic_alert(compared: Comparison, spec: AnalysisSpec, stack: str, version: str) -> dict[str, Any]:

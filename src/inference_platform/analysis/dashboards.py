@@ -1,9 +1,10 @@
 """Grafana dashboards, one per model, built with Grafana's own typed builders (grafana-foundation-sdk).
 
 Side by side for every version, live and shadow: requests per second, error ratio, p50/p95/p99
-latency, each candidate's difference from the primary, GPU use of the version's pods and its
-replica count. The queries are comparison.py's, over a fixed 5-minute window, so each
-panel runs as written in Prometheus too.
+latency, for an LLM engine p50/p95 time to first token and time per output token, each
+candidate's difference from the primary, GPU use of the version's pods and its replica count.
+The queries are comparison.py's, over a fixed 5-minute window, so each panel runs as written in
+Prometheus too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from inference_platform.platform.grafana import DATASOURCE_UID
 
 WINDOW = comparison.RECORDING_WINDOW
 BY_VERSION = "{{destination_version}}"
+# The engines' own series carry the pod's version label as it is (comparison.ENGINE_BY).
+ENGINE_VERSION = "{{version}}"
+TOKEN_PANELS = {comparison.TTFT: "Time to first token", comparison.TPOT: "Time per output token"}
 
 
 def _query(expression: str, legend: str, ref: str = "A") -> Dataquery:
@@ -66,6 +70,12 @@ def panel_queries(compared: comparison.Comparison, gpu_source: str | None) -> di
             for name, q in comparison.QUANTILES.items()
         ],
     }
+    for signal, histogram in compared.token_histograms:
+        series = comparison.engine_series([histogram], "_bucket", namespace=namespace, model=model)
+        panels[TOKEN_PANELS[signal]] = [
+            (comparison.token_quantile(q, WINDOW, series), f"{ENGINE_VERSION} {name}")
+            for name, q in comparison.TOKEN_QUANTILES.items()
+        ]
     deltas: list[tuple[str, str]] = []
     for version, role in compared.candidates:
         candidate = comparison.selector(namespace, model, version)
@@ -128,6 +138,7 @@ def model_dashboard(compared: comparison.Comparison, gpu_source: str | None) -> 
         .with_row(Row(f"{compared.model}: primary {compared.primary}"))
     )
     units = {"Requests per second": "reqps", "Error ratio (5xx)": "percentunit", "Latency": "ms"}
+    units |= dict.fromkeys(TOKEN_PANELS.values(), "s")
     for title, queries in panel_queries(compared, gpu_source).items():
         unit = units.get(title, "percentunit" if title.startswith("GPU") else "short")
         refs = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")

@@ -1,14 +1,17 @@
 """A fleet's figures in a handful of queries: each statistic is one query for every model
 sharing a window, filtered to those models and split by namespace, model and version (five:
 requests, error ratio, three latency quantiles; two more, pairs and agreement, where some of them
-compare payloads), whatever the size of the fleet."""
+compare payloads; three more per token-latency signal, requests observed, p50 and p95, where some
+of them run an LLM engine that reports it), whatever the size of the fleet."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from inference_platform.analysis import agreement, comparison
 from inference_platform.analysis.comparison import Comparison
 from inference_platform.analysis.prometheus_client import Prometheus, Series
-from inference_platform.analysis.verdicts import Agreement, Stats
+from inference_platform.analysis.verdicts import Agreement, Stats, TokenStats
 
 
 def _series_of(compared: Comparison) -> list[Series]:
@@ -26,6 +29,7 @@ def fleet_stats(prometheus: Prometheus, fleet: list[Comparison], window: str) ->
         name: prometheus.by_series(comparison.latency_quantile(q, window, match), comparison.BY)
         for name, q in comparison.QUANTILES.items()
     }
+    tokens = fleet_tokens(prometheus, fleet, window)
     return {
         series: Stats(
             requests=round(counts.get(series, 0.0), 3),
@@ -33,10 +37,48 @@ def fleet_stats(prometheus: Prometheus, fleet: list[Comparison], window: str) ->
             p50_ms=_rounded(quantiles["p50"].get(series)),
             p95_ms=_rounded(quantiles["p95"].get(series)),
             p99_ms=_rounded(quantiles["p99"].get(series)),
+            tokens={signal: tokens[signal](series) for signal, _ in compared.token_histograms if signal in tokens},
         )
         for compared in fleet
         for series in _series_of(compared)
     }
+
+
+def fleet_tokens(
+    prometheus: Prometheus, fleet: list[Comparison], window: str
+) -> dict[comparison.TokenSignal, Callable[[Series], TokenStats]]:
+    """Each token-latency signal some model of the fleet reports: requests observed, p50 and p95 (in
+    ms) of every version of those models, one query each over all their engines' histograms; no
+    query for a signal no model reports."""
+    found = {}
+    for signal in (comparison.TTFT, comparison.TPOT):
+        reporting = [(c, name) for c in fleet for s, name in c.token_histograms if s == signal]
+        if not reporting:
+            continue
+        names = [name for _, name in reporting]
+        regex = comparison.engine_fleet((c.namespace, c.model) for c, _ in reporting)
+        count = comparison.engine_series(names, "_count", regex=regex)
+        observed = prometheus.by_series(comparison.observations_in(window, count), comparison.ENGINE_BY)
+        buckets = comparison.engine_series(names, "_bucket", regex=regex)
+        p50, p95 = (
+            prometheus.by_series(comparison.token_quantile(q, window, buckets), comparison.ENGINE_BY)
+            for q in comparison.TOKEN_QUANTILES.values()
+        )
+        found[signal] = _token_stats(observed, p50, p95)
+    return found
+
+
+def _token_stats(
+    observed: dict[Series, float], p50: dict[Series, float], p95: dict[Series, float]
+) -> Callable[[Series], TokenStats]:
+    def of(series: Series) -> TokenStats:
+        return TokenStats(round(observed.get(series, 0.0), 3), _ms(p50.get(series)), _ms(p95.get(series)))
+
+    return of
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
 
 
 def _rounded(value: float | None) -> float | None:

@@ -16,12 +16,27 @@ Verdict = Literal["pass", "fail", "insufficient-data", "idle"]
 
 
 @dataclass(frozen=True)
+class TokenStats:
+    """One of an LLM engine's token-latency histograms over the window, for one version."""
+
+    requests: float
+    """The requests it observed (its `_count`)."""
+    p50_ms: float | None
+    p95_ms: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"requests": self.requests, "p50Ms": self.p50_ms, "p95Ms": self.p95_ms}
+
+
+@dataclass(frozen=True)
 class Stats:
     requests: float
     error_ratio: float
     p50_ms: float | None
     p95_ms: float | None
     p99_ms: float | None
+    tokens: dict[comparison.TokenSignal, TokenStats] = field(default_factory=dict)
+    """An LLM engine's time to first token and time per output token, where it reports them."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -30,6 +45,7 @@ class Stats:
             "p50Ms": self.p50_ms,
             "p95Ms": self.p95_ms,
             "p99Ms": self.p99_ms,
+            **{signal.report_key: found.as_json() for signal, found in self.tokens.items()},
         }
 
 
@@ -129,9 +145,11 @@ def combined(first: tuple[Verdict, list[str]], second: tuple[Verdict, list[str]]
 def judge(
     candidate: Stats, primary: Stats, spec: AnalysisSpec, primary_name: str, sleeps: bool = False
 ) -> tuple[Verdict, list[str]]:
-    """The same thresholds the alerting rules apply, on the same figures. Where the model sleeps at
-    zero replicas and neither version served a request in the window, the model was asleep: idle,
-    not judged (a version that stays asleep while its primary serves is judged as any other)."""
+    """The same thresholds the alerting rules apply, on the same figures: errors, latency and, for an
+    LLM engine, its token latency (too few requests observed there is insufficient data, unless
+    something else fails it). Where the model sleeps at zero replicas and neither version served a
+    request in the window, the model was asleep: idle, not judged (a version that stays asleep
+    while its primary serves is judged as any other)."""
     if sleeps and candidate.requests == 0 and primary.requests == 0:
         return "idle", ["the model slept at zero replicas: no request in the window"]
     short = [
@@ -148,15 +166,46 @@ def judge(
             f"error ratio {candidate.error_ratio:.2%} is {increase * 100:.2f} points above the primary's "
             f"{primary.error_ratio:.2%} (allowed {spec.max_error_ratio_increase * 100:g})"
         )
-    if candidate.p95_ms is not None and primary.p95_ms is not None:
-        limit = primary.p95_ms * (1 + spec.max_latency_increase_percent / 100)
-        if candidate.p95_ms > limit:
-            slower = (candidate.p95_ms / primary.p95_ms - 1) * 100 if primary.p95_ms else math.inf
-            reasons.append(
-                f"p95 latency {candidate.p95_ms:g} ms is {slower:.1f} % above the primary's {primary.p95_ms:g} ms "
-                f"(allowed {spec.max_latency_increase_percent:g} %)"
-            )
-    return ("fail", reasons) if reasons else ("pass", [])
+    slower = _slower("latency", candidate.p95_ms, primary.p95_ms, spec.max_latency_increase_percent)
+    reasons += [slower] if slower else []
+    token_reasons, token_short = _judge_tokens(candidate, primary, spec, primary_name)
+    reasons += token_reasons
+    if reasons:
+        return "fail", reasons
+    return ("insufficient-data", token_short) if token_short else ("pass", [])
+
+
+def _slower(what: str, candidate: float | None, primary: float | None, allowed: float) -> str | None:
+    """Why a candidate's p95 fails against the primary's, in percent of it; None where it does not."""
+    if candidate is None or primary is None or candidate <= primary * (1 + allowed / 100):
+        return None
+    above = (candidate / primary - 1) * 100 if primary else math.inf
+    return f"p95 {what} {candidate:g} ms is {above:.1f} % above the primary's {primary:g} ms (allowed {allowed:g} %)"
+
+
+def _judge_tokens(
+    candidate: Stats, primary: Stats, spec: AnalysisSpec, primary_name: str
+) -> tuple[list[str], list[str]]:
+    """An LLM engine's token latency, as InferenceVersionTimeToFirstTokenAbovePrimary and its
+    time-per-output-token twin judge it: the p95s where both sides observed minRequests requests;
+    where one did not, why it is too little to judge."""
+    reasons, short = [], []
+    for signal, found in candidate.tokens.items():
+        theirs = primary.tokens.get(signal)
+        if theirs is None:
+            continue
+        few = [
+            f"{who} reported the {signal.title} of {stats.requests:g} requests, fewer than minRequests "
+            f"({spec.min_requests})"
+            for who, stats in (("it", found), (f"the primary {primary_name}", theirs))
+            if stats.requests < spec.min_requests
+        ]
+        if few:
+            short += few
+            continue
+        slower = _slower(signal.title, found.p95_ms, theirs.p95_ms, signal.allowed_increase(spec))
+        reasons += [slower] if slower else []
+    return reasons, short
 
 
 def judge_candidate(

@@ -99,8 +99,24 @@ def _agreement(found: Agreement | None) -> str:
     return f"{found.ratio:.1%} of {found.pairs:g}"
 
 
+def _token_signals(report: Report) -> list[comparison.TokenSignal]:
+    """The token-latency signals some version in the report has: a column each (p95, in ms)."""
+    found = {signal for m in report.models for stats in _all_stats(m) for signal in stats.tokens}
+    return [signal for signal in (comparison.TTFT, comparison.TPOT) if signal in found]
+
+
+def _all_stats(model: ModelReport) -> list[Stats]:
+    return [model.primary_stats, *(c.stats for c in model.candidates)]
+
+
+def _token_p95(stats: Stats, signal: comparison.TokenSignal) -> str:
+    found = stats.tokens.get(signal)
+    return _ms(None if found is None else found.p95_ms)
+
+
 def _rows(report: Report) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
+    signals = _token_signals(report)
     for model in report.models:
         entries: list[tuple[str, str, Stats, Agreement | None, str, list[str]]] = [
             (model.primary, "primary", model.primary_stats, None, "", [])
@@ -117,6 +133,7 @@ def _rows(report: Report) -> list[tuple[str, ...]]:
                     _ms(stats.p50_ms),
                     _ms(stats.p95_ms),
                     _ms(stats.p99_ms),
+                    *(_token_p95(stats, signal) for signal in signals),
                     _agreement(found),
                     f"{verdict}{': ' + '; '.join(reasons) if reasons else ''}",
                 )
@@ -125,6 +142,13 @@ def _rows(report: Report) -> list[tuple[str, ...]]:
 
 
 HEADERS = ("model", "version", "role", "requests", "errors", "p50 ms", "p95 ms", "p99 ms", "agreement", "verdict")
+TOKEN_HEADERS = {comparison.TTFT: "TTFT p95 ms", comparison.TPOT: "TPOT p95 ms"}
+
+
+def headers(report: Report) -> tuple[str, ...]:
+    """HEADERS, with a column per token-latency signal after p99 where some version reports it."""
+    signals = tuple(TOKEN_HEADERS[signal] for signal in _token_signals(report))
+    return (*HEADERS[:8], *signals, *HEADERS[8:])
 
 
 def markdown(report: Report) -> str:
@@ -136,7 +160,8 @@ def markdown(report: Report) -> str:
     ]
     if not report.models:
         return "\n".join([*lines, "No model has a canary or a shadow."]) + "\n"
-    lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    columns = headers(report)
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in _rows(report):
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
     return "\n".join(lines) + "\n"
@@ -145,7 +170,7 @@ def markdown(report: Report) -> str:
 def table(report: Report) -> Table:
     """A rich Table, the verdict coloured (rich leaves colour out when not on a terminal)."""
     colours: Mapping[str, str] = {"pass": "green", "fail": "bold red", "insufficient-data": "yellow", "idle": "dim"}
-    out = Table(*HEADERS, title=f"stack {report.stack}: window {report.window} ending {report.as_json()['at']}")
+    out = Table(*headers(report), title=f"stack {report.stack}: window {report.window} ending {report.as_json()['at']}")
     for row in _rows(report):
         verdict = row[-1].split(":", 1)[0]
         style = colours.get(verdict)

@@ -5,7 +5,9 @@ ScaledObjects, over the same series and windows.
 The adapter's queries are Go templates over <<.Series>>, <<.LabelMatchers>> and <<.GroupBy>>,
 which the adapter fills in for the pods an HPA asks about. A KEDA trigger asks for one number per
 version: the same series summed over the version's pods (its target is then per pod, as an HPA's
-AverageValue is), one element always, 0 rather than nothing when no pod reports.
+AverageValue is), one element always, 0 rather than nothing when no pod reports. Time to first
+token is no sum: its trigger is the pods' values averaged, compared with the target as a Value,
+which is what an HPA does with the per-pod values and an AverageValue target.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ REQUESTS_PER_SECOND = "requests_per_second"
 REQUESTS_WAITING = "requests_waiting"
 """Per pod: requests queued in the engine, not yet running (an LLM engine's own gauge, e.g. vLLM's
 vllm:num_requests_waiting). A saturated engine shows 100 % GPU while this grows."""
+
+TIME_TO_FIRST_TOKEN_P90 = "time_to_first_token_p90_seconds"
+"""Per pod: the 90th percentile of the engine's time to first token over the last TOKEN_LATENCY_WINDOW,
+in seconds, from its own histogram (e.g. vLLM's vllm:time_to_first_token_seconds). What a user of a
+chat endpoint waits for before anything appears; it grows with the queue and with prompt length."""
+TTFT_QUANTILE = 0.9
+# Long enough to hold a few dozen first tokens at a pod's usual rate, short enough to follow a burst.
+TOKEN_LATENCY_WINDOW = "2m"
 
 # DCGM's per-device gauge in percent. dcgm-exporter labels it with the pod that owns the GPU.
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -89,10 +99,35 @@ def requests_waiting_rule(queue_series: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def adapter_rules(gpu_source: str, queue_series: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The adapter's rules; requests_waiting only where some model scales on a queue."""
+def buckets(histogram: str) -> str:
+    """A Prometheus histogram's bucket series: `<name>_bucket`, one per upper bound `le`."""
+    return f"{histogram}_bucket"
+
+
+def time_to_first_token_rule(histograms: Sequence[str]) -> dict[str, Any]:
+    """time_to_first_token_p90_seconds from the runtimes' histograms, per pod: the 90th percentile of
+    the pod's buckets' rates over TOKEN_LATENCY_WINDOW, summed over the engine's own labels (vLLM's
+    `engine`, SGLang's `is_streaming`...). As for requests_waiting, one rule over every engine's
+    histogram, each pod having only its own. A pod without a first token in the window has no value
+    (NaN is left out), which an HPA counts as not reporting."""
+    names = "|".join(re.escape(buckets(name)) for name in sorted(set(histograms)))
+    rates = f'rate({{__name__=~"{names}",<<.LabelMatchers>>}}[{TOKEN_LATENCY_WINDOW}])'
+    return {
+        "seriesQuery": f'{{__name__=~"{names}",namespace!="",pod!=""}}',
+        "resources": {"overrides": POD_RESOURCES},
+        "name": {"matches": f"^({names})$", "as": TIME_TO_FIRST_TOKEN_P90},
+        "metricsQuery": f"histogram_quantile({TTFT_QUANTILE:g}, sum({rates}) by (le, <<.GroupBy>>)) >= 0",
+    }
+
+
+def adapter_rules(
+    gpu_source: str, queue_series: Sequence[str] = (), ttft_histograms: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """The adapter's rules; requests_waiting only where some model scales on a queue, and
+    time_to_first_token_p90_seconds only where some model scales on it."""
     rules = [gpu_usage_rule(gpu_source), requests_per_second_rule()]
-    return rules + ([requests_waiting_rule(queue_series)] if queue_series else [])
+    rules += [requests_waiting_rule(queue_series)] if queue_series else []
+    return rules + ([time_to_first_token_rule(ttft_histograms)] if ttft_histograms else [])
 
 
 def pods(namespace: str, labels: Mapping[str, str]) -> str:
@@ -120,6 +155,17 @@ def pods_requests_waiting(series: str, namespace: str, labels: Mapping[str, str]
     own = f",{matchers}" if matchers else ""
     queued = f'{{__name__="{name}"{own},namespace="{namespace}",pod!=""}}'
     return f"sum({queued} and on(namespace, pod) {pods(namespace, labels)}) or vector(0)"
+
+
+def pods_time_to_first_token_p90(histogram: str, namespace: str, labels: Mapping[str, str]) -> str:
+    """time_to_first_token_p90_seconds of every pod with these labels that had a first token in the
+    window, averaged: the figure an HPA compares with its AverageValue target."""
+    rates = f'rate({buckets(histogram)}{{namespace="{namespace}",pod!=""}}[{TOKEN_LATENCY_WINDOW}])'
+    per_pod = (
+        f"histogram_quantile({TTFT_QUANTILE:g}, sum by (le, namespace, pod) "
+        f"({rates} and on(namespace, pod) {pods(namespace, labels)}))"
+    )
+    return f"avg({per_pod} >= 0) or vector(0)"
 
 
 def live_requests_per_second(namespace: str, app: str, live: Sequence[str]) -> str:

@@ -41,6 +41,11 @@ class PrometheusAdapterArgs(ConfigModel):
         default_factory=list,
         description="The runtimes' queue gauges requests_waiting is read from, when some model scales on one.",
     )
+    ttft_histograms: list[str] = Field(
+        default_factory=list,
+        description="The runtimes' time-to-first-token histograms time_to_first_token_p90_seconds is read "
+        "from, when some model scales on it.",
+    )
 
 
 def adapter_values(args: PrometheusAdapterArgs) -> dict[str, Any]:
@@ -49,7 +54,10 @@ def adapter_values(args: PrometheusAdapterArgs) -> dict[str, Any]:
         "prometheus": {"url": args.prometheus_url, "port": args.prometheus_port},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
         # Only the platform's rules: the chart's defaults would publish dozens of other metrics.
-        "rules": {"default": False, "custom": custom_metrics.adapter_rules(source, args.queue_series)},
+        "rules": {
+            "default": False,
+            "custom": custom_metrics.adapter_rules(source, args.queue_series, args.ttft_histograms),
+        },
     }
 
 
@@ -59,5 +67,7 @@ class PrometheusAdapter(pulumi.ComponentResource):
         values = merge_values(adapter_values(args), args.config.values)
         chart(RELEASE, pins.PROMETHEUS_ADAPTER, args.namespace, values, pulumi.ResourceOptions(parent=self))
         served = [custom_metrics.GPU_USAGE, custom_metrics.REQUESTS_PER_SECOND]
-        self.metrics = pulumi.Output.from_input(served + [custom_metrics.REQUESTS_WAITING] * bool(args.queue_series))
+        served += [custom_metrics.REQUESTS_WAITING] * bool(args.queue_series)
+        served += [custom_metrics.TIME_TO_FIRST_TOKEN_P90] * bool(args.ttft_histograms)
+        self.metrics = pulumi.Output.from_input(served)
         self.register_outputs({"metrics": self.metrics})

@@ -307,6 +307,8 @@ class AutoscalingSpec(TypedDict):
     """Target requests per second per pod (requests_per_second)."""
     queue_depth: NotRequired[int]
     """Target requests waiting in the engine's queue per pod (requests_waiting): for LLM engines, whose GPU shows 100 % while the queue grows. Runtimes that export a queue gauge only."""
+    time_to_first_token_p90: NotRequired[float]
+    """Target p90 time to first token in seconds (time_to_first_token_p90_seconds): each pod's 90th percentile over the last 2 minutes, from the engine's own histogram, averaged over the version's pods. Runtimes with a time-to-first-token histogram only (vllm, sglang; custom with metrics.timeToFirstTokenHistogram)."""
     scale_down_stabilization_seconds: NotRequired[int]
     """How long load must stay low before replicas are removed. Default: 300."""
     idle_after: NotRequired[str]
@@ -463,6 +465,10 @@ class AnalysisSpec(TypedDict):
     """Allowed rise of the 5xx ratio over the primary's, in absolute points (0.01 = 1 %). Default: 0.01."""
     max_latency_increase_percent: NotRequired[float]
     """Allowed rise of p95 latency over the primary's, in percent of the primary's. Default: 20."""
+    max_time_to_first_token_increase_percent: NotRequired[float]
+    """LLM engines: allowed rise of p95 time to first token over the primary's, in percent of the primary's (runtimes with a time-to-first-token histogram only). Default: 20."""
+    max_time_per_output_token_increase_percent: NotRequired[float]
+    """LLM engines: allowed rise of p95 time per output token over the primary's, in percent of the primary's (runtimes with a time-per-output-token histogram only). Default: 20."""
     payloads: NotRequired[PayloadComparison]
     """Compare the shadows' answers with the primary's."""
 
@@ -525,6 +531,10 @@ class MetricsSpec(TypedDict):
     """The path the metrics are served at. Default: \"/metrics\"."""
     queue_gauge: NotRequired[str]
     """The server's gauge of requests waiting (e.g. TGI's tgi_queue_size), for autoscaling.queueDepth."""
+    time_to_first_token_histogram: NotRequired[str]
+    """The server's histogram of time to first token in seconds, named without _bucket (a vLLM-compatible server's vllm:time_to_first_token_seconds): token-latency rules, alerts, analysis and autoscaling.timeToFirstTokenP90."""
+    time_per_output_token_histogram: NotRequired[str]
+    """The server's histogram of each request's time per output token in seconds, named without _bucket: token-latency rules, alerts and analysis."""
 
 
 class ExampleSpec(TypedDict):

@@ -1,5 +1,6 @@
 """What a model says about judging its versions: the thresholds its canaries and shadows are held
-to against the primary, read by the alerting rules and `infra analyze` (analysis/comparison.py),
+to against the primary (errors, latency and, for LLM engines, time to first token and time per output
+token), read by the alerting rules and `infra analyze` (analysis/comparison.py),
 and whether its shadows' answers are compared with the primary's (payload_capture.py)."""
 
 from __future__ import annotations
@@ -83,6 +84,16 @@ class AnalysisSpec(ConfigModel):
     )
     max_latency_increase_percent: Annotated[float, Field(ge=0, le=10_000)] = Field(
         default=20, description="Allowed rise of p95 latency over the primary's, in percent of the primary's."
+    )
+    max_time_to_first_token_increase_percent: Annotated[float, Field(ge=0, le=10_000)] = Field(
+        default=20,
+        description="LLM engines: allowed rise of p95 time to first token over the primary's, in percent of "
+        "the primary's (runtimes with a time-to-first-token histogram only).",
+    )
+    max_time_per_output_token_increase_percent: Annotated[float, Field(ge=0, le=10_000)] = Field(
+        default=20,
+        description="LLM engines: allowed rise of p95 time per output token over the primary's, in percent of "
+        "the primary's (runtimes with a time-per-output-token histogram only).",
     )
     payloads: PayloadComparison = Field(
         default_factory=PayloadComparison, description="Compare the shadows' answers with the primary's."

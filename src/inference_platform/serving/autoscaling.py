@@ -1,6 +1,7 @@
-"""Horizontal autoscaling of a version's Deployment on CPU, memory, GPU utilisation, QPS and the
-engine's queue: the spec a model writes, and the HorizontalPodAutoscaler that serves it where the
-platform scales with HPAs (with KEDA, a ScaledObject: scaled_object.py)."""
+"""Horizontal autoscaling of a version's Deployment on CPU, memory, GPU utilisation, QPS, the
+engine's queue and its time to first token: the spec a model writes, and the
+HorizontalPodAutoscaler that serves it where the platform scales with HPAs (with KEDA, a
+ScaledObject: scaled_object.py)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,13 @@ class AutoscalingSpec(ConfigModel):
         description="Target requests waiting in the engine's queue per pod (requests_waiting): for LLM "
         "engines, whose GPU shows 100 % while the queue grows. Runtimes that export a queue gauge only.",
     )
+    time_to_first_token_p90: Annotated[float, Field(ge=0.001, le=3600)] | None = Field(
+        default=None,
+        description="Target p90 time to first token in seconds (time_to_first_token_p90_seconds): each pod's "
+        "90th percentile over the last 2 minutes, from the engine's own histogram, averaged over the version's "
+        "pods. Runtimes with a time-to-first-token histogram only (vllm, sglang; custom with "
+        "metrics.timeToFirstTokenHistogram).",
+    )
     scale_down_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] = Field(
         default=300, description="How long load must stay low before replicas are removed."
     )
@@ -78,7 +86,7 @@ class AutoscalingSpec(ConfigModel):
         "ready, within the model's timeout) or respond (503 with Retry-After at once, for cold starts of minutes).",
     )
 
-    @field_validator("requests_per_second")
+    @field_validator("requests_per_second", "time_to_first_token_p90")
     @classmethod
     def _exact_as_a_quantity(cls, value: float | None) -> float | None:
         exponent = None if value is None else _decimal(value).as_tuple().exponent
@@ -126,7 +134,8 @@ class AutoscalingSpec(ConfigModel):
 
     @property
     def uses_custom_metrics(self) -> bool:
-        return any(target is not None for target in (self.gpu_utilization, self.requests_per_second, self.queue_depth))
+        targets = (self.gpu_utilization, self.requests_per_second, self.queue_depth, self.time_to_first_token_p90)
+        return any(target is not None for target in targets)
 
     def metrics(self) -> list[dict[str, Any]]:
         metrics: list[dict[str, Any]] = []
@@ -148,6 +157,10 @@ class AutoscalingSpec(ConfigModel):
                 None if self.requests_per_second is None else _decimal(self.requests_per_second),
             ),
             (custom_metrics.REQUESTS_WAITING, None if self.queue_depth is None else Decimal(self.queue_depth)),
+            (
+                custom_metrics.TIME_TO_FIRST_TOKEN_P90,
+                None if self.time_to_first_token_p90 is None else _decimal(self.time_to_first_token_p90),
+            ),
         ):
             if value is not None:
                 metrics.append(

@@ -167,6 +167,13 @@ class ModelSpecBase(ConfigModel):
     QUEUE_METRIC: ClassVar[str | None] = None
     """The server's gauge of requests waiting in its queue, as it exports it: what autoscaling.queueDepth reads.
     A metric name, or a name with label matchers (`family{state="waiting"}`) for one series of a gauge family."""
+    TTFT_HISTOGRAM: ClassVar[str | None] = None
+    """The server's histogram of time to first token, in seconds, as it exports it (the family's name,
+    without `_bucket`): what the token-latency rules, alerts, `infra analyze`, the dashboards and
+    autoscaling.timeToFirstTokenP90 read. None for a server without one."""
+    TPOT_HISTOGRAM: ClassVar[str | None] = None
+    """The server's histogram of time per output token, in seconds (each request's decode time over its
+    output tokens after the first), as it exports it, without `_bucket`. None for a server without one."""
     USES_NPUS: ClassVar[bool] = False
     """Whether the server runs on Ascend NPUs (`npu`)."""
     PICKER_ENGINE: ClassVar[PickerEngine | None] = None
@@ -269,6 +276,7 @@ class ModelSpecBase(ConfigModel):
                     "give a version mirrorPercent, or drop this",
                 )
             )
+        problems += self._token_latency_problems()
         problems += duplicate_problems(self.calls, "calls[{}]", "callee")
         problems += [(f"calls[{i}]", "a model cannot call itself") for i, n in enumerate(self.calls) if n == self.name]
         per_try = self.retries.per_try_timeout
@@ -320,6 +328,28 @@ class ModelSpecBase(ConfigModel):
         ]
         return problems
 
+    def _token_latency_problems(self) -> list[tuple[str, str]]:
+        """Token-latency thresholds on a model whose server has no such histogram: nothing to judge."""
+        judged = self.analysis.model_fields_set
+        return [
+            (f"analysis.{key}", f"{self.runtime} exports no histogram of {what}: drop this")
+            for key, field, histogram, what in (
+                (
+                    "maxTimeToFirstTokenIncreasePercent",
+                    "max_time_to_first_token_increase_percent",
+                    self.ttft_histogram,
+                    "time to first token",
+                ),
+                (
+                    "maxTimePerOutputTokenIncreasePercent",
+                    "max_time_per_output_token_increase_percent",
+                    self.tpot_histogram,
+                    "time per output token",
+                ),
+            )
+            if field in judged and histogram is None
+        ]
+
     def _autoscaling_problems(self) -> list[tuple[str, str]]:
         problems = []
         if self.autoscaling.gpu_utilization is not None and self.npu is not None:
@@ -351,6 +381,14 @@ class ModelSpecBase(ConfigModel):
                     "autoscaling.queueDepth",
                     f"{self.runtime} exports no gauge of waiting requests: scale on requestsPerSecond, "
                     "gpuUtilization or CPU",
+                )
+            )
+        if self.autoscaling.time_to_first_token_p90 is not None and self.ttft_histogram is None:
+            problems.append(
+                (
+                    "autoscaling.timeToFirstTokenP90",
+                    f"{self.runtime} exports no histogram of time to first token: scale on queueDepth, "
+                    "requestsPerSecond, gpuUtilization or CPU",
                 )
             )
         if "autoscaling" in self.model_fields_set:
@@ -486,6 +524,16 @@ class ModelSpecBase(ConfigModel):
     def queue_metric(self) -> str | None:
         """The server's queue gauge (QUEUE_METRIC; a custom runtime's is configured)."""
         return self.QUEUE_METRIC
+
+    @property
+    def ttft_histogram(self) -> str | None:
+        """The server's time-to-first-token histogram (TTFT_HISTOGRAM; a custom runtime's is configured)."""
+        return self.TTFT_HISTOGRAM
+
+    @property
+    def tpot_histogram(self) -> str | None:
+        """The server's time-per-output-token histogram (TPOT_HISTOGRAM; a custom runtime's is configured)."""
+        return self.TPOT_HISTOGRAM
 
     @property
     def inference_path(self) -> str:

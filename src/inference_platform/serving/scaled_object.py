@@ -38,11 +38,18 @@ def _resource_trigger(resource: str, utilization: int) -> dict[str, Any]:
 
 
 def target_triggers(
-    spec: AutoscalingSpec, keda: KedaRef, namespace: str, pods: Mapping[str, str], queue_series: str | None = None
+    spec: AutoscalingSpec,
+    keda: KedaRef,
+    namespace: str,
+    pods: Mapping[str, str],
+    *,
+    queue_series: str | None = None,
+    ttft_histogram: str | None = None,
 ) -> list[dict[str, Any]]:
     """The targets as triggers for the pods with the labels `pods` (a version's, a router's): cpu and
-    memory utilisation, GPU use, requests per second and (from the runtime's gauge `queue_series`)
-    requests waiting per pod."""
+    memory utilisation, GPU use, requests per second, (from the runtime's gauge `queue_series`)
+    requests waiting per pod and (from its histogram `ttft_histogram`) the pods' p90 time to first
+    token, averaged and compared as a Value: replicas scale by how far it is from the target."""
     triggers = [
         _resource_trigger(resource, target)
         for resource, target in (("cpu", spec.cpu_utilization), ("memory", spec.memory_utilization))
@@ -64,6 +71,18 @@ def target_triggers(
             threshold = _number(Decimal(repr(target)) / per)
             metadata = {"serverAddress": keda.prometheus_url, "query": query, "threshold": threshold}
             triggers.append({"type": "prometheus", "name": name, "metadata": metadata})
+    if spec.time_to_first_token_p90 is not None:
+        if ttft_histogram is None:
+            raise ValueError("timeToFirstTokenP90 needs the runtime's histogram")  # the model's config refuses it first
+        query = custom_metrics.pods_time_to_first_token_p90(ttft_histogram, namespace, pods)
+        metadata = {
+            "serverAddress": keda.prometheus_url,
+            "query": query,
+            "threshold": _number(Decimal(repr(spec.time_to_first_token_p90))),
+        }
+        triggers.append(
+            {"type": "prometheus", "name": "time-to-first-token", "metricType": "Value", "metadata": metadata}
+        )
     return triggers or [_resource_trigger("cpu", DEFAULT_CPU_UTILIZATION)]
 
 

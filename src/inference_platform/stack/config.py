@@ -390,6 +390,17 @@ class StackConfig(ConfigModel):
         return sorted({m.queue_metric for m in self.models if m.autoscaling.queue_depth is not None and m.queue_metric})
 
     @property
+    def ttft_histograms(self) -> list[str]:
+        """The runtimes' time-to-first-token histograms the models that scale on timeToFirstTokenP90 read."""
+        return sorted(
+            {
+                m.ttft_histogram
+                for m in self.models
+                if m.autoscaling.time_to_first_token_p90 is not None and m.ttft_histogram
+            }
+        )
+
+    @property
     def installs_leader_worker_set(self) -> bool:
         """Some model spans several nodes: each replica a LeaderWorkerSet group."""
         return any(model.group_size > 1 for model in self.models)

@@ -74,11 +74,11 @@ def comparisons(config: StackConfig) -> list[tuple[comparison.Comparison, Analys
 
 
 def comparison_rules(config: StackConfig) -> RuleFiles:
-    """Per-version recording rules, and alerts comparing each canary and shadow with its primary."""
+    """Per-version recording rules (the LLM engines' token latency too, where the stack has any), and
+    alerts comparing each canary and shadow with its primary."""
     payloads = any(model.analysis.payloads.enabled for model in config.models)
-    return RuleFiles(
-        comparison.recording_rules(payloads), comparison.alert_rules(comparisons(config), pulumi.get_stack())
-    )
+    recording = comparison.recording_rules(payloads, comparison.stack_token_histograms(config.models))
+    return RuleFiles(recording, comparison.alert_rules(comparisons(config), pulumi.get_stack()))
 
 
 def _after(opts: pulumi.ResourceOptions, waits: list[pulumi.Resource]) -> pulumi.ResourceOptions:
@@ -113,6 +113,7 @@ def _prometheus_adapter(name: str, config: StackConfig, installed: Installed, op
         prometheus_port=SERVER_PORT,
         gpu_source=platform.gpu_metrics or "dcgm",
         queue_series=config.queue_series,
+        ttft_histograms=config.ttft_histograms,
     )
     return Deployed(PrometheusAdapter(name, args, _after(opts, [installed[Prometheus].component])))
 

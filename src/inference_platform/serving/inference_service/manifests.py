@@ -73,7 +73,10 @@ def autoscaler(args: InferenceServiceArgs, version: ModelVersion, pod: dict[str,
     target = scale_target(args, version)
     if args.keda is None:
         return horizontal_pod_autoscaler(metadata, spec, target)
-    triggers = target_triggers(spec, args.keda, args.namespace, selector_labels(args, version), args.model.queue_metric)
+    pods, model = selector_labels(args, version), args.model
+    triggers = target_triggers(
+        spec, args.keda, args.namespace, pods, queue_series=model.queue_metric, ttft_histogram=model.ttft_histogram
+    )
     if spec.scales_to_zero and version.is_live:
         triggers.append(interceptor_trigger(args.keda, metadata["name"]))
     elif spec.scales_to_zero:

@@ -174,19 +174,28 @@ class PipelineSpec(ConfigModel):
             problems.append(
                 ("retries.perTryTimeout", f"{per_try} is longer than the pipeline's timeout ({self.timeout})")
             )
-        if self.autoscaling.gpu_utilization is not None:
-            problems.append(("autoscaling.gpuUtilization", "a router has no GPU: scale on requestsPerSecond or CPU"))
-        if self.autoscaling.queue_depth is not None:
-            problems.append(
-                ("autoscaling.queueDepth", "a router has no engine queue: scale on requestsPerSecond or CPU")
-            )
-        if self.autoscaling.scales_to_zero:
-            problems.append(("autoscaling.minReplicas", "a pipeline's router does not sleep: set 1 or more"))
-        if "autoscaling" in self.model_fields_set and "replicas" in self.model_fields_set:
-            problems.append(("replicas", "set replicas or autoscaling, not both: autoscaling's bounds decide replicas"))
+        problems += self._autoscaling_problems()
         if problems:
             raise config_problems(problems)
         return self
+
+    def _autoscaling_problems(self) -> list[tuple[str, str]]:
+        """What a router cannot scale on: it has no GPU, no engine queue and generates no tokens."""
+        scaling = self.autoscaling
+        problems = [
+            (f"autoscaling.{key}", f"a router {lacks}: scale on requestsPerSecond or CPU")
+            for key, target, lacks in (
+                ("gpuUtilization", scaling.gpu_utilization, "has no GPU"),
+                ("queueDepth", scaling.queue_depth, "has no engine queue"),
+                ("timeToFirstTokenP90", scaling.time_to_first_token_p90, "generates no tokens"),
+            )
+            if target is not None
+        ]
+        if scaling.scales_to_zero:
+            problems.append(("autoscaling.minReplicas", "a pipeline's router does not sleep: set 1 or more"))
+        if "autoscaling" in self.model_fields_set and "replicas" in self.model_fields_set:
+            problems.append(("replicas", "set replicas or autoscaling, not both: autoscaling's bounds decide replicas"))
+        return problems
 
     @property
     def models(self) -> list[str]:

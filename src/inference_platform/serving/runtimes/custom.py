@@ -73,14 +73,29 @@ class ProbeSpec(ConfigModel):
         return http_probe(self.path, port, period=PROBE_PERIOD_SECONDS, failures=failures, timeout=self.timeout_seconds)
 
 
+# A Prometheus metric name.
+METRIC_NAME = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
+
+
 class MetricsSpec(ConfigModel):
     port: Port | None = Field(
         default=None, description="Where the server publishes metrics; the serving port when unset."
     )
     path: AbsolutePath = Field(default="/metrics", description="The path the metrics are served at.")
-    queue_gauge: Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")] | None = Field(
+    queue_gauge: Annotated[str, Field(pattern=METRIC_NAME)] | None = Field(
         default=None,
         description="The server's gauge of requests waiting (e.g. TGI's tgi_queue_size), for autoscaling.queueDepth.",
+    )
+    time_to_first_token_histogram: Annotated[str, Field(pattern=METRIC_NAME)] | None = Field(
+        default=None,
+        description="The server's histogram of time to first token in seconds, named without _bucket "
+        "(a vLLM-compatible server's vllm:time_to_first_token_seconds): token-latency rules, alerts, "
+        "analysis and autoscaling.timeToFirstTokenP90.",
+    )
+    time_per_output_token_histogram: Annotated[str, Field(pattern=METRIC_NAME)] | None = Field(
+        default=None,
+        description="The server's histogram of each request's time per output token in seconds, named "
+        "without _bucket: token-latency rules, alerts and analysis.",
     )
 
 
@@ -182,6 +197,14 @@ class CustomModel(ModelSpecBase):
     @property
     def queue_metric(self) -> str | None:
         return self.metrics.queue_gauge if self.metrics is not None else None
+
+    @property
+    def ttft_histogram(self) -> str | None:
+        return self.metrics.time_to_first_token_histogram if self.metrics is not None else None
+
+    @property
+    def tpot_histogram(self) -> str | None:
+        return self.metrics.time_per_output_token_histogram if self.metrics is not None else None
 
     @property
     def inference_path(self) -> str:

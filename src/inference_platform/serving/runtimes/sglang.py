@@ -33,6 +33,10 @@ class SGLangModel(LLMEngineModel):
     # SGLang's gauge of requests waiting in the scheduler's queue (sglang/srt/observability/metrics_collector.py).
     QUEUE_METRIC: ClassVar[str | None] = "sglang:num_queue_reqs"
     PICKER_ENGINE: ClassVar[PickerEngine | None] = "sglang"
+    # Its tokenizer's histograms of time to first token and of each request's time per output token,
+    # in seconds, labelled model_name, engine_type and is_streaming (same file).
+    TTFT_HISTOGRAM: ClassVar[str | None] = "sglang:time_to_first_token_seconds"
+    TPOT_HISTOGRAM: ClassVar[str | None] = "sglang:request_time_per_output_token_seconds"
 
     runtime: Literal["sglang"] = Field(
         description="SGLang: a Hugging Face model directory; HTTP 30000 (OpenAI API, and metrics). Needs a GPU."

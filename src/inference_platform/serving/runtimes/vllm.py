@@ -75,6 +75,10 @@ class VLLMModel(LLMEngineModel):
     ENGINE: ClassVar[str] = "vLLM"
     # vLLM's gauge of requests waiting for the scheduler (vllm/v1/metrics/loggers.py).
     QUEUE_METRIC: ClassVar[str | None] = "vllm:num_requests_waiting"
+    # Its histograms of time to first token and of each request's time per output token (the decode
+    # time over the tokens after the first), in seconds, labelled model_name and engine (same file).
+    TTFT_HISTOGRAM: ClassVar[str | None] = "vllm:time_to_first_token_seconds"
+    TPOT_HISTOGRAM: ClassVar[str | None] = "vllm:request_time_per_output_token_seconds"
     # On Ascend NPUs through vllm-ascend's image.
     USES_NPUS: ClassVar[bool] = True
     PICKER_ENGINE: ClassVar[PickerEngine | None] = "vllm"
