@@ -315,7 +315,20 @@ def full_config() -> dict[str, Any]:
             "runtime": "vllm",
             "gpu": {"mode": "vgpu", "memoryMib": 40960},
             "maxModelLen": 8192,
-            "versions": [{"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 100}],
+            "versions": [
+                {
+                    "name": "v1",
+                    "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct",
+                    "weight": 100,
+                    # LoRA adapters beside the base model, downloaded like it: from the stack's S3 (its
+                    # credentials) and from Hugging Face.
+                    "adapters": [
+                        {"name": "sql", "uri": "s3://adapters/llama-3.1-8b/sql"},
+                        {"name": "support", "uri": "hf://acme/llama-3.1-8b-support-lora", "downloadSize": "1Gi"},
+                    ],
+                }
+            ],
+            "maxLoraRank": 32,
             # Scales on vLLM's queue: the adapter serves requests_waiting (KEDA: a trigger).
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 8},
         },
@@ -344,7 +357,16 @@ def full_config() -> dict[str, Any]:
             "runtime": "sglang",
             "gpu": {"mode": "exclusive", "count": 2},
             "tensorParallelSize": 2,
-            "versions": [{"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 100}],
+            "versions": [
+                {
+                    "name": "v1",
+                    "modelUri": "hf://Qwen/Qwen3-8B",
+                    "weight": 100,
+                    # A LoRA adapter mounted from a claim; room in a batch for one more, loaded later.
+                    "adapters": [{"name": "summarize", "uri": "pvc://adapters/qwen3-8b/summarize"}],
+                }
+            ],
+            "maxLoras": 2,
             # SGLang's queue beside vLLM's: one adapter rule over both gauges.
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 4},
         },
