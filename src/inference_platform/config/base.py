@@ -255,9 +255,9 @@ def quantity_value(value: str | int | float) -> Fraction:
     found = _QUANTITY.match(check_quantity(value))
     assert found is not None
     number, suffix = Fraction(Decimal(found.group(1))), found.group(3) or ""
-    if suffix[:1] in ("e", "E"):
-        return number * Fraction(10) ** int(suffix[1:])
-    return number * _QUANTITY_FACTORS[suffix]
+    if suffix in _QUANTITY_FACTORS:
+        return number * _QUANTITY_FACTORS[suffix]
+    return number * Fraction(10) ** int(suffix[1:])  # a decimal exponent: e3, E-2
 
 
 def quantity_sum(values: list[str]) -> str:
