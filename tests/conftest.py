@@ -354,7 +354,20 @@ def full_config() -> dict[str, Any]:
             "runtime": "vllm",
             "gpu": {"mode": "vgpu", "memoryMib": 40960},
             "maxModelLen": 8192,
-            "versions": [{"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 100}],
+            "versions": [
+                {
+                    "name": "v1",
+                    "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct",
+                    "weight": 100,
+                    # LoRA adapters beside the base model, downloaded like it: from the stack's S3 (its
+                    # credentials) and from Hugging Face.
+                    "adapters": [
+                        {"name": "sql", "uri": "s3://adapters/llama-3.1-8b/sql"},
+                        {"name": "support", "uri": "hf://acme/llama-3.1-8b-support-lora", "downloadSize": "1Gi"},
+                    ],
+                }
+            ],
+            "maxLoraRank": 32,
             # Scales on vLLM's queue and its p90 time to first token: the adapter serves requests_waiting
             # and time_to_first_token_p90_seconds (KEDA: a trigger each).
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 8, "timeToFirstTokenP90": 2},
@@ -387,9 +400,16 @@ def full_config() -> dict[str, Any]:
             # A canary judged on SGLang's time to first token and time per output token too (rules,
             # alerts, dashboard panels), its time-to-first-token threshold tighter than the default.
             "versions": [
-                {"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 90},
+                {
+                    "name": "v1",
+                    "modelUri": "hf://Qwen/Qwen3-8B",
+                    "weight": 90,
+                    # A LoRA adapter mounted from a claim; room in a batch for one more, loaded later.
+                    "adapters": [{"name": "summarize", "uri": "pvc://adapters/qwen3-8b/summarize"}],
+                },
                 {"name": "v2", "modelUri": "hf://Qwen/Qwen3-8B-FP8", "weight": 10},
             ],
+            "maxLoras": 2,
             "analysis": {"maxTimeToFirstTokenIncreasePercent": 10},
             # SGLang's queue and time to first token beside vLLM's: one adapter rule over both gauges,
             # one over both histograms.

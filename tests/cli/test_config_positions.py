@@ -150,6 +150,43 @@ CASES = [
         ],
     ),
     (
+        "lora-adapters",
+        HEAD
+        + FRAUD_VERSIONS
+        + """\
+          adapters:
+            - name: sql
+              uri: pvc://adapters/sql
+    - name: llama
+      runtime: vllm
+      gpu: exclusive
+      maxLoras: 1
+      versions:
+        - name: v1
+          modelUri: pvc://models/llama
+          weight: 100
+          adapters:
+            - name: sql
+              uri: pvc://adapters/sql
+            - name: llama
+              uri: pvc://adapters/llama
+            - name: sql
+              uri: hf://acme/sql
+""",
+        # An adapter's name problems at that name, a runtime without LoRA at the version's list, maxLoras
+        # at its key; each with the model's, the version's and the adapter's names.
+        [
+            "{file}:19:11: models[1] (fraud).versions[0] (v9).adapters: mlserver does not serve LoRA adapters: "
+            "drop them, or serve the model with an engine that does (runtime vllm or sglang)",
+            "{file}:25:7: models[2] (llama).maxLoras: 1 is fewer than the 3 adapters versions[0] (v1) lists: set 3 "
+            "or more (or leave it unset), so one batch can serve all of them",
+            "{file}:33:15: models[2] (llama).versions[0] (v1).adapters[1] (llama).name: 'llama' is the model's own "
+            "name, which the base model is served under: name the adapter apart from it",
+            "{file}:35:15: models[2] (llama).versions[0] (v1).adapters[2] (sql).name: adapter 'sql' is defined twice "
+            "(also versions[0].adapters[0].name)",
+        ],
+    ),
+    (
         "key-without-namespace",
         HEAD + FRAUD_VERSIONS + "  domain: other.example.com\n",
         # This key, not inference-platform:domain on line 2.

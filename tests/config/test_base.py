@@ -6,7 +6,13 @@ import pytest
 from kubernetes.utils import parse_quantity
 from pydantic_core import PydanticCustomError
 
-from inference_platform.config.base import check_pinned_image, check_quantity, duration_nanoseconds
+from inference_platform.config.base import (
+    check_pinned_image,
+    check_quantity,
+    duration_nanoseconds,
+    quantity_sum,
+    quantity_value,
+)
 
 CANDIDATES = ["1", "500m", "250u", "100n", "1.5", ".5", "2k", "1.5Gi", "512Mi", "3e2", "1E3", "2Ei", "1P"]
 # Not quantities, and (the last) a negative one: sizes and requests in config are never negative.
@@ -24,6 +30,21 @@ def test_quantities_kubernetes_reads_are_accepted(text: str) -> None:
 def test_what_is_not_a_quantity_or_is_negative_is_refused(text: str) -> None:
     with pytest.raises(PydanticCustomError):
         check_quantity(text)
+
+
+@pytest.mark.parametrize("text", CANDIDATES)
+def test_a_quantitys_value_is_the_one_kubernetes_reads(text: str) -> None:
+    assert quantity_value(text) == parse_quantity(text)
+
+
+@pytest.mark.parametrize(
+    ("values", "total"),
+    [(["20Gi", "2Gi"], "22Gi"), (["20Gi", "512Mi"], "20992Mi"), (["1.5Gi"], "1536Mi"), (["10G", "1"], "10000000001")],
+)
+def test_quantities_add_up_to_what_kubernetes_reads_as_their_sum(values: list[str], total: str) -> None:
+    """Written in the largest binary unit that holds the sum whole (the storage a pod's downloads request)."""
+    assert quantity_sum(values) == total
+    assert parse_quantity(total) == sum(parse_quantity(value) for value in values)
 
 
 @pytest.mark.parametrize(

@@ -68,7 +68,7 @@ def test_inputs_are_plain_values_and_outputs_what_a_consumer_needs() -> None:
     outputs = {token.split(":")[-1]: sorted(r["properties"]) for token, r in resources.items()}
     assert outputs == {
         "InferencePlatform": ["capacity", "models", "pipelines", "platform"],
-        "InferenceService": ["curl", "mirrors", "urls", "weights"],
+        "InferenceService": ["adapters", "curl", "mirrors", "urls", "weights"],
         "ModelNamespace": ["name"],
         "PayloadComparator": ["host"],
         "Pipeline": ["curl", "models", "urls"],

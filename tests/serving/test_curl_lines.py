@@ -123,6 +123,30 @@ def test_every_models_curl_line_sends_its_example_request(rendered: Rendered) ->
         check(entry["curl"], entry["urls"][0] + example.path.lstrip("/"), example.body)
 
 
+def test_every_adapters_curl_line_asks_the_model_for_it(rendered: Rendered) -> None:
+    """A model whose live versions serve LoRA adapters outputs a curl line per adapter, sending the
+    model's completion request with the adapter's name where the engine reads it (vLLM: the name;
+    SGLang: <model>:<name>), to the model's own URL; a model without adapters outputs none."""
+    config, outputs = rendered
+    for model in config.models:
+        entry = outputs["models"][model.name]
+        if not model.served_adapters:
+            assert "adapters" not in entry
+            continue
+        assert list(entry["adapters"]) == model.served_adapters
+        for adapter, line in entry["adapters"].items():
+            request = model.adapter_request(adapter)
+            assert request.body == model.example_request().body | {"model": request.body["model"]}
+            assert request.body["model"].split(":")[-1] == adapter
+            check(line, entry["urls"][0] + request.path.lstrip("/"), request.body)
+
+
+def test_the_all_features_stack_outputs_adapters_of_both_engines(renders: Callable[[str], Rendered]) -> None:
+    _, outputs = renders("all-features")
+    assert sent(outputs["models"]["llama"]["adapters"]["sql"])[1]["model"] == "sql"
+    assert sent(outputs["models"]["qwen"]["adapters"]["summarize"])[1]["model"] == "qwen:summarize"
+
+
 def test_every_pipelines_curl_line_sends_its_first_models_request(
     rendered: Rendered,
 ) -> None:

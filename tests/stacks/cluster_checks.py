@@ -1169,11 +1169,12 @@ def picker_reach_problems(cluster: Cluster) -> list[str]:
                 problems.append(f"NetworkPolicies keep the gateway from {pod.owner}:{port} ({label(pool)})")
         for picker in pickers:
             for source in everyone:
-                if source in gateway or source == picker:
+                if source == picker:
                     continue
+                allowed = {EXT_PROC_PORT} if source in gateway else set()
                 problems += [
                     f"{source.owner} reaches {picker.owner}:{port}"
-                    for port in sorted(set(picker.ports.values()))
+                    for port in sorted(set(picker.ports.values()) - allowed)
                     if cluster.network_admits(source, picker, port)
                 ]
             for destination in [p for p in everyone if p.namespace == pool["metadata"]["namespace"]]:

@@ -387,3 +387,92 @@ def test_a_probe_on_a_port_the_container_lacks_is_found(dev: Rendered) -> None:
         "Deployment service/iris-v1 predictor readinessProbe: port 9999 is not a container port",
         "Deployment service/iris-v1 predictor livenessProbe: no container port named metricz",
     ]
+
+
+# --- Inference pools: each check finds its problem in the llm-routing render, broken on purpose ----
+
+
+@pytest.fixture(scope="module")
+def pools(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    return shared_render("llm-routing", tmp_path_factory)
+
+
+def test_pool_objects_that_break_their_crds_rules_are_found(pools: Rendered) -> None:
+    cluster = broken(pools)
+    route = find(cluster.program, "HTTPRoute", "chat-by-path")
+    route["spec"]["rules"][0]["matches"].append({"path": {"type": "Exact", "value": "/x"}})  # rewrite needs one prefix
+    pool = find(cluster.charts["chat-v1"], "InferencePool", "chat-v1")
+    pool["spec"]["targetPorts"].append({"number": 8000})  # the same port twice
+    problems = checks.cel_problems(cluster)
+    assert any("HTTPRoute llm/chat-by-path" in p and "exactly one PathPrefix" in p for p in problems), problems
+    assert any("InferencePool llm/chat-v1" in p for p in problems), problems
+    cluster = broken(pools)
+    find(cluster.program, "HTTPRoute", "chat")["spec"]["rules"][0]["timeout"] = "5s"  # not `timeouts`
+    assert any("HTTPRoute llm/chat" in p and "timeout" in p for p in checks.custom_resource_problems(cluster))
+
+
+def test_a_pool_selecting_no_pod_a_missing_picker_and_a_route_to_nowhere_are_found(pools: Rendered) -> None:
+    cluster = broken(pools)
+    find(cluster.charts["chat-v1"], "InferencePool", "chat-v1")["spec"]["selector"]["matchLabels"]["version"] = "v9"
+    find(cluster.charts["chat-v2"], "Service", "chat-v2-epp")["spec"]["selector"] = {"inferencepool": "gone"}
+    find(cluster.program, "HTTPRoute", "chat")["spec"]["rules"][0]["backendRefs"][0]["name"] = "chat-v7"
+    problems = checks.pool_problems(cluster)
+    assert "InferencePool llm/chat-v1 selects no pod" in problems
+    assert "InferencePool llm/chat-v2's picker chat-v2-epp reaches no pod" in problems
+    assert "HTTPRoute llm/chat routes to InferencePool chat-v7, which is not rendered" in problems
+
+
+def test_istiod_without_the_switch_and_a_gateway_bound_elsewhere_are_found(pools: Rendered) -> None:
+    cluster = broken(pools)
+    istiod = cluster.one("Deployment", release="istiod")
+    for container in istiod["spec"]["template"]["spec"]["containers"]:
+        container["env"] = [
+            e for e in container.get("env") or [] if e["name"] != "ENABLE_GATEWAY_API_INFERENCE_EXTENSION"
+        ]
+    (gateway,) = [g for g in cluster.program if g["kind"] == "Gateway" and g["apiVersion"].startswith("gateway.")]
+    gateway["spec"]["addresses"][0]["value"] = "elsewhere.istio-ingress.svc.cluster.local"
+    problems = checks.pool_problems(cluster)
+    assert "InferencePools are rendered but istiod does not route to them" in problems
+    assert any("is bound to elsewhere.istio-ingress" in p for p in problems), problems
+
+
+def test_a_picker_open_to_all_or_reading_another_pool_is_found(pools: Rendered) -> None:
+    cluster = broken(pools)
+    # A pod of a namespace nobody fences, and a picker whose policy lets anyone in on any port.
+    stray = copy.deepcopy(find(cluster.program, "Deployment", "iris-v1"))
+    stray["metadata"] = {"name": "stray", "namespace": "default"}
+    cluster.program.append(stray)
+    rule = find(cluster.program, "NetworkPolicy", "chat-v1-epp")["spec"]["ingress"][0]
+    del rule["from"], rule["ports"]
+    problems = checks.picker_reach_problems(cluster)
+    assert "Deployment default/stray reaches Deployment llm/chat-v1-epp:9002" in problems, problems
+    assert any("istio-ingressgateway reaches Deployment llm/chat-v1-epp:9090" in p for p in problems) is False
+    cluster = broken(pools)
+    egress = find(cluster.program, "NetworkPolicy", "chat-v1-epp")["spec"]["egress"][0]
+    egress["to"][0]["podSelector"]["matchLabels"] = {"app": "chat"}  # every version's pods
+    ingress = find(cluster.program, "NetworkPolicy", "chat-v2-picker")["spec"]["ingress"][0]
+    ingress["from"] = [{"podSelector": {}}]  # and v2's pods admitting any pod of the namespace
+    problems = checks.picker_reach_problems(cluster)
+    assert any("chat-v1-epp reaches Deployment llm/chat-v2:15020" in p for p in problems), problems
+    cluster = broken(pools)
+    find(cluster.program, "NetworkPolicy", "chat-v1-epp")["spec"]["ingress"][0]["ports"] = [{"port": 9003}]
+    assert any(
+        "keep the gateway from Deployment llm/chat-v1-epp:9002" in p for p in checks.picker_reach_problems(cluster)
+    )
+
+
+def test_route_weights_and_mirrors_unlike_the_models_are_found(pools: Rendered) -> None:
+    cluster = broken(pools)
+    rule = find(cluster.program, "HTTPRoute", "chat")["spec"]["rules"][0]
+    rule["backendRefs"][0]["weight"] = 50
+    rule["filters"][-1]["requestMirror"] = rule["filters"][-1]["requestMirror"] | {"fraction": {"numerator": 1}}
+    problems = checks.route_weight_problems(cluster)
+    assert any("weights" in p and "'v1': 50" in p for p in problems), problems
+    assert any("mirrors" in p for p in problems), problems
+
+
+def test_a_pod_slipping_out_of_the_mesh_is_found(pools: Rendered) -> None:
+    cluster = broken(pools)
+    deployment = find(cluster.program, "Deployment", "chat-v1")
+    deployment["spec"]["template"]["metadata"]["labels"]["sidecar.istio.io/inject"] = "false"
+    assert "Deployment llm/chat-v1 opts out of the mesh" in checks.injection_problems(cluster)

@@ -104,9 +104,14 @@ def test_gcs_and_hugging_face_downloads_get_their_credentials(manifests: list[di
         "mountPath": "/var/run/secrets/model-storage",
         "readOnly": True,
     } in gcs["volumeMounts"]
-    (hf,) = pod(manifests, "llama-v1")["initContainers"]
+    # The model's download first, then its LoRA adapters' (from S3 and Hugging Face), each with the
+    # stack's credentials.
+    hf, sql, support = pod(manifests, "llama-v1")["initContainers"]
     assert env(hf)["HF_TOKEN_PATH"] == "/var/run/secrets/model-storage/hf-token"
     assert hf["args"] == ["hf://meta-llama/Llama-3.1-8B-Instruct", "/mnt/models"]
+    assert env(sql)["AWS_SHARED_CREDENTIALS_FILE"] == "/var/run/secrets/model-storage/aws-credentials"
+    assert env(support)["HF_TOKEN_PATH"] == "/var/run/secrets/model-storage/hf-token"
+    assert [sql["name"], support["name"]] == ["adapter-sql", "adapter-support"]
 
 
 def test_pvc_models_are_mounted_read_only_without_a_download(manifests: list[dict[str, Any]]) -> None:

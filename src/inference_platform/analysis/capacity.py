@@ -21,6 +21,11 @@ Ascend NPUs (`npu`) are counted apart, per chip type, against `platform.npuNodes
   rounded up to the first template that holds it (`platform/ascend.py`), a whole card when none
   does or none is asked; packed by the template's memory, AI cores and AI CPUs.
 - `vnpu` with soft slicing: the exact memory (of the card's allocatable memory) and `cores` percent.
+
+LoRA adapters (vLLM, SGLang) hold no devices of their own: each pod of a version with adapters
+reserves `slots` adapter slots inside the engine's memory share, which its KV cache loses. The plan
+says how many, per pod; their size follows the base model's architecture, which no config holds, so
+it is not counted (a note says so).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.hami import Sharing
 from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.serving.gpu import ExclusiveGpu, SharedGpu, VirtualGpu
+from inference_platform.serving.lora import LoraLimits
 from inference_platform.serving.model_spec import ModelSpecBase
 from inference_platform.serving.npu import NpuSpec
 
@@ -134,6 +140,21 @@ class ModelPlan:
     peak: float
     device: str | None = None
     """The NPU type of an Ascend model (its mode is then exclusive or vnpu); None for GPUs."""
+    lora: LoraLimits | None = None
+    """What its LoRA adapters take in each pod that serves them; None without adapters."""
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mode": self.mode, "min": self.min, "awake": self.awake, "peak": self.peak}
+        if self.device is not None:
+            out["device"] = self.device
+        if self.lora is not None:
+            out["lora"] = {
+                "adapters": self.lora.adapters,
+                "maxLoras": self.lora.batch,
+                "slotsPerPod": self.lora.slots,
+                "maxLoraRank": self.lora.max_rank,
+            }
+        return out
 
 
 @dataclass(frozen=True)
@@ -190,11 +211,7 @@ class Plan:
             "gpus": {"min": self.gpus_min, "awake": self.gpus_awake, "peak": self.gpus_peak},
             "declared": self.declared,
             "fits": {"min": self.fits_min, "awake": self.fits_awake, "peak": self.fits_peak},
-            "models": {
-                name: {"mode": plan.mode, "min": plan.min, "awake": plan.awake, "peak": plan.peak}
-                | ({"device": plan.device} if plan.device is not None else {})
-                for name, plan in self.models.items()
-            },
+            "models": {name: plan.as_json() for name, plan in self.models.items()},
         }
         if self.npus:
             out["npus"] = {device: npus.as_json() for device, npus in self.npus.items()}
@@ -241,7 +258,7 @@ def npu_plan(models: Sequence[ModelSpecBase], nodes: NpuNodes) -> tuple[dict[str
                     totals[key] += pods * spec.count * max(piece.memory, piece.cores)
         mode: Mode = "vnpu" if spec.mode == "vnpu" else "exclusive"
         low, awake, peak = (round(float(totals[stage]), 2) for stage in STAGES)
-        per_model[model.name] = ModelPlan(mode, low, awake, peak, device=spec.type)
+        per_model[model.name] = ModelPlan(mode, low, awake, peak, device=spec.type, lora=model.lora_limits())
     devices = {}
     for device in sorted(whole):
         # At most one vNPU per AI core on a card: the smallest template takes at least one.
@@ -285,7 +302,8 @@ def plan(
         if isinstance(spec, VirtualGpu) and spec.memory_mib is not None and not nodes.memory_mib:
             notes.append(f"{model.name}: GPU memory unknown (platform.gpuNodes.memoryMib), each vGPU counted whole")
         low, awake, peak = (round(float(totals[stage]), 2) for stage in STAGES)
-        per_model[model.name] = ModelPlan(spec.mode, low, awake, peak)
+        per_model[model.name] = ModelPlan(spec.mode, low, awake, peak, lora=model.lora_limits())
+    notes += [lora_note(name, plan.lora) for name, plan in per_model.items() if plan.lora is not None]
     return Plan(
         gpus_min=whole["min"] + pack(virtual["min"], sharing),
         gpus_awake=whole["awake"] + pack(virtual["awake"], sharing),
@@ -294,4 +312,14 @@ def plan(
         models=per_model,
         notes=tuple(notes),
         npus=npus,
+    )
+
+
+def lora_note(model: str, lora: LoraLimits) -> str:
+    """What a model's adapters add to each of its pods, and what the plan cannot count."""
+    rank = f"of rank up to {lora.max_rank}" if lora.max_rank is not None else "of the engine's rank (maxLoraRank unset)"
+    return (
+        f"{model}: {lora.slots} LoRA adapter slot(s) per pod {rank}, for up to {lora.batch} adapter(s) a batch, "
+        "reserved inside the engine's GPU memory share (its KV cache is that much smaller); their size follows the "
+        "model's architecture: not counted"
     )

@@ -146,11 +146,14 @@ def _capacity(args: argparse.Namespace) -> ExitCode:
     if args.format == "json":
         print(json.dumps(plan.as_json(), indent=2))
         return ExitCode.OK
-    table = Table("model", "mode", "min GPUs", "awake GPUs", "peak GPUs")
+    # A column for LoRA adapter slots only where some model has adapters.
+    lora = any(model.lora is not None for model in plan.models.values())
+    table = Table("model", "mode", "min GPUs", "awake GPUs", "peak GPUs", *(["LoRA slots a pod"] if lora else []))
     for name, model in plan.models.items():
         # An Ascend model's figures are NPUs of its type, counted apart from GPUs.
         mode = model.mode if model.device is None else f"{model.mode} {model.device} NPUs"
-        table.add_row(name, mode, f"{model.min:g}", f"{model.awake:g}", f"{model.peak:g}")
+        slots = [str(model.lora.slots) if model.lora is not None else ""] if lora else []
+        table.add_row(name, mode, f"{model.min:g}", f"{model.awake:g}", f"{model.peak:g}", *slots)
     _console(120).print(table)
     _print_capacity(plan)
     return ExitCode.OK

@@ -6,10 +6,12 @@ refuse unknown keys (a typo must not be silently ignored) and are immutable once
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
 from collections.abc import Mapping
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -231,6 +233,42 @@ def check_pinned_image(value: str) -> str:
             {"value": value},
         )
     return value
+
+
+_QUANTITY_FACTORS: dict[str, Fraction] = {
+    "": Fraction(1),
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+} | {suffix: Fraction(2 ** (10 * power)) for power, suffix in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)}
+_BINARY_SUFFIXES = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
+
+
+def quantity_value(value: str | int | float) -> Fraction:
+    """A Kubernetes quantity's value, exactly: 512Mi is 536870912, 1.5k is 1500, 2e3 is 2000."""
+    found = _QUANTITY.match(check_quantity(value))
+    assert found is not None
+    number, suffix = Fraction(Decimal(found.group(1))), found.group(3) or ""
+    if suffix in _QUANTITY_FACTORS:
+        return number * _QUANTITY_FACTORS[suffix]
+    return number * Fraction(10) ** int(suffix[1:])  # a decimal exponent: e3, E-2
+
+
+def quantity_sum(values: list[str]) -> str:
+    """Quantities added up, written in the largest binary unit that holds the sum whole (20Gi and
+    512Mi make 20992Mi), else in whole units rounded up."""
+    total = sum((quantity_value(value) for value in values), Fraction(0))
+    for suffix in _BINARY_SUFFIXES:
+        whole = total / _QUANTITY_FACTORS[suffix]
+        if whole.denominator == 1 and whole >= 1:
+            return f"{whole.numerator}{suffix}"
+    return str(math.ceil(total))
 
 
 DNS1123Label = Annotated[str, AfterValidator(check_dns1123_label)]

@@ -233,6 +233,17 @@ class EnvVar(TypedDict):
     """Its value, as a string."""
 
 
+class LoraAdapter(TypedDict):
+    """A LoRA adapter the version's engine serves beside the base model, under its own name."""
+
+    name: str
+    """What clients ask for in the OpenAI `model` field (SGLang: <model>:<name>); a DNS label of at most 55 characters, unique in the version, and neither the model's name nor a version's."""
+    uri: str
+    """Where its files are (adapter_config.json and the weights): pvc://<claim>/<path> (mounted), or s3://, gs://, http(s)://, hf:// (downloaded before the server starts, with the model's credentials)."""
+    download_size: NotRequired[str]
+    """Size of the volume a downloaded adapter goes to; its download requests that much ephemeral storage on top of what the pod's earlier downloads took. Unused for pvc://. Default: \"2Gi\"."""
+
+
 class ModelVersion(TypedDict):
     """One version of a model: its own Deployment and Service, live or shadow."""
 
@@ -254,6 +265,8 @@ class ModelVersion(TypedDict):
     """[{name, value}] added to this version's server container."""
     args: NotRequired[list[str]]
     """Appended to the model's server arguments."""
+    adapters: NotRequired[list[LoraAdapter]]
+    """LoRA adapters this version's engine serves beside the base model, each under its own name (runtimes vllm and sglang): [{name, uri}], each fetched like the model into /mnt/adapters/<name>."""
 
 
 class Gpu(TypedDict):
@@ -663,6 +676,10 @@ class Model(TypedDict):
     """The weights' and activations' data type (--dtype). Default: \"auto\". Only with runtime vllm or sglang."""
     gpu_memory_utilization: NotRequired[float]
     """Share of the device the engine takes (weights and KV cache); derived from a vGPU or vNPU memory cap when unset. Only with runtime vllm or sglang."""
+    max_loras: NotRequired[int]
+    """LoRA adapters one batch serves at once, each a slot of GPU memory the engine reserves inside its share (vLLM --max-loras; SGLang --max-loras-per-batch, one more for the base model); at least the adapters of every version, which is the default. Only with runtime vllm or sglang."""
+    max_lora_rank: NotRequired[int]
+    """The largest rank of the adapters, which sizes every slot (--max-lora-rank); vLLM takes some ranks only (a config error lists them) and defaults to 16, where a larger adapter fails the start; SGLang reads it from the adapters when unset. Only with runtime vllm or sglang."""
     nodes: NotRequired[int]
     """Nodes one replica spans: a group of this many pods (a leader and workers), each with gpu.count GPUs (or npu.count NPUs), so the engine spans nodes x gpu.count GPUs. Default: 1. Only with runtime vllm or mindie."""
     pipeline_parallel_size: NotRequired[int]

@@ -33,7 +33,7 @@ class InferencePlatform(stack.InferencePlatform):
     platform: pulumi.Output[dict[str, str]]
     """The platform's endpoints as installed: gateway, gatewayService, prometheus, grafana, resourceMetrics."""
     models: pulumi.Output[dict[str, Any]]
-    """Per model: urls, a ready-to-run curl line, the live weights and the mirrors."""
+    """Per model: urls, a curl line, the live weights and the mirrors; with LoRA adapters, a curl line for each."""
     pipelines: pulumi.Output[dict[str, Any]]
     """Per pipeline: urls, a curl line and the models it calls."""
     capacity: pulumi.Output[dict[str, Any]]
@@ -70,6 +70,8 @@ class InferenceService(serving.InferenceService):
     """Live traffic shares by version."""
     mirrors: pulumi.Output[dict[str, float]]
     """Mirrored shares by shadow version."""
+    adapters: pulumi.Output[dict[str, str]]
+    """The LoRA adapters the live versions serve (vLLM, SGLang): a ready-to-run curl line each, by adapter name."""
 
     def __init__(self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(name, validated(self.CONFIG, args), opts)

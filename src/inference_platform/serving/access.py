@@ -193,11 +193,9 @@ def egress_policy(
     }
 
 
-def internet_egress_policy(metadata: dict[str, Any], selector: dict[str, str], port: int) -> dict[str, Any]:
-    """The way out of the cluster on one port, for the pods `selector` picks (model downloads)."""
-    return egress_policy(
-        metadata, selector, [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}], [port]
-    )
+def internet_egress_policy(metadata: dict[str, Any], selector: dict[str, str], ports: list[int]) -> dict[str, Any]:
+    """The way out of the cluster on `ports`, for the pods `selector` picks (model and adapter downloads)."""
+    return egress_policy(metadata, selector, [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}], ports)
 
 
 def service_account(metadata: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from inference_platform.serving.inference_pool import (
     PickerEngine,
     Routing,
 )
+from inference_platform.serving.lora import LoraAdapter, LoraLimits
 from inference_platform.serving.model_storage import ModelUri
 from inference_platform.serving.npu import NpuField
 from inference_platform.serving.protection import Protection
@@ -81,6 +82,11 @@ class ModelVersion(ConfigModel):
         default_factory=list, description="[{name, value}] added to this version's server container."
     )
     args: list[str] = Field(default_factory=list, description="Appended to the model's server arguments.")
+    adapters: list[LoraAdapter] = Field(
+        default_factory=list,
+        description="LoRA adapters this version's engine serves beside the base model, each under its own name "
+        "(runtimes vllm and sglang): [{name, uri}], each fetched like the model into /mnt/adapters/<name>.",
+    )
 
     @model_validator(mode="after")
     def _live_or_shadow(self) -> ModelVersion:
@@ -179,6 +185,8 @@ class ModelSpecBase(ConfigModel):
     PICKER_ENGINE: ClassVar[PickerEngine | None] = None
     """The LLM engine whose metrics an inference pool's picker reads (`routing: inference-pool`); None
     for a server the picker cannot route for."""
+    SUPPORTS_LORA: ClassVar[bool] = False
+    """Whether the server serves LoRA adapters beside the base model (a version's `adapters`)."""
 
     name: DNS1035Label = Field(description="Served at <name>.<domain>; also the Kubernetes name prefix.")
     runtime: str
@@ -296,6 +304,13 @@ class ModelSpecBase(ConfigModel):
             raise config_problems(problems)
         return self
 
+    @model_validator(mode="after")
+    def _check_adapters(self) -> ModelSpecBase:
+        problems = self._adapter_problems()
+        if problems:
+            raise config_problems(problems)
+        return self
+
     def version_name_problems(self, derive: Callable[[ModelVersion], str], what: str) -> list[tuple[str, str]]:
         """A problem at each version whose derived Kubernetes name (`derive`) passes 63 characters."""
         problems = []
@@ -310,6 +325,67 @@ class ModelSpecBase(ConfigModel):
                     )
                 )
         return problems
+
+    def _adapter_problems(self) -> list[tuple[str, str]]:
+        """Adapters only where the engine serves them, each under a name a client can tell apart
+        from the version's other adapters, the base model's (the model's name) and the versions'."""
+        if not self.SUPPORTS_LORA:
+            return [
+                (
+                    f"versions[{j}].adapters",
+                    f"{self.runtime} does not serve LoRA adapters: drop them, or serve the model with an engine "
+                    "that does (runtime vllm or sglang)",
+                )
+                for j, version in enumerate(self.versions)
+                if version.adapters
+            ]
+        versions = {version.name for version in self.versions}
+        problems = []
+        for j, version in enumerate(self.versions):
+            path = f"versions[{j}].adapters[{{}}].name"
+            problems += duplicate_problems([a.name for a in version.adapters], path, "adapter")
+            for k, adapter in enumerate(version.adapters):
+                if adapter.name == self.name:
+                    problems.append(
+                        (
+                            path.format(k),
+                            f"'{adapter.name}' is the model's own name, which the base model is served under: "
+                            "name the adapter apart from it",
+                        )
+                    )
+                elif adapter.name in versions:
+                    problems.append(
+                        (
+                            path.format(k),
+                            f"'{adapter.name}' is the name of a version of this model: name the adapter apart "
+                            "from the versions, so a `model` field never reads as a version",
+                        )
+                    )
+        return problems + self.lora_problems()
+
+    def lora_problems(self) -> list[tuple[str, str]]:
+        """What the engine's LoRA limits say about the versions' adapters (a runtime that serves them)."""
+        return []
+
+    @property
+    def most_adapters(self) -> int:
+        """The most adapters any version lists."""
+        return max(len(version.adapters) for version in self.versions)
+
+    @property
+    def served_adapters(self) -> list[str]:
+        """The adapters the model's live versions serve, by name, in the order they are first listed:
+        what a client reaches through the model's routes (a shadow's only through mirroring)."""
+        names = [adapter.name for version in self.versions if version.is_live for adapter in version.adapters]
+        return list(dict.fromkeys(names))
+
+    def lora_limits(self) -> LoraLimits | None:
+        """What the model's adapters take in each pod that serves them; None without adapters."""
+        return None
+
+    def adapter_request(self, adapter: str) -> ExampleRequest:
+        """An inference request to one of the model's adapters (a runtime with SUPPORTS_LORA)."""
+        raise NotImplementedError(f"{self.runtime} serves no LoRA adapters")
 
     def _npu_problems(self) -> list[tuple[str, str]]:
         if self.npu is None:

@@ -4,10 +4,15 @@
 scheme is downloaded before the server starts by KServe's storage initializer (an init
 container) into an emptyDir the server then mounts read-only at the same place, so each
 runtime sees the layout it expects whichever way the files arrive.
+
+Files a server reads beside its model's (a LoRA adapter's, `ExtraFiles`) arrive the same way, each
+into a volume of its own: downloaded by an init container of its own with the same credentials, or
+mounted from its claim (the model's own volume when the claim is the same).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -16,7 +21,13 @@ from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from inference_platform import pins
-from inference_platform.config.base import ConfigModel, DNS1123Label, check_dns1123_subdomain, config_problems
+from inference_platform.config.base import (
+    ConfigModel,
+    DNS1123Label,
+    check_dns1123_subdomain,
+    config_problems,
+    quantity_sum,
+)
 
 MOUNTED_SCHEMES = ("pvc",)
 DOWNLOADED_SCHEMES = ("s3", "gs", "http", "https", "hf")
@@ -243,7 +254,11 @@ def model_files(
     access: StorageAccess | None,
     scratch_volume: str,
     security_context: dict[str, Any],
+    container_name: str = INITIALIZER_CONTAINER,
+    storage_request: str | None = None,
 ) -> ModelFiles:
+    """The volume and (for a download) the init container that put `model_uri`'s files in place.
+    The download requests `storage_request` of ephemeral storage, `download_size` by default."""
     if not is_downloaded(model_uri):
         claim, path = pvc_location(model_uri)
         volume = {"name": volume_name, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
@@ -260,14 +275,14 @@ def model_files(
         mounts.append({"name": SECRET_VOLUME, "mountPath": SECRET_DIR, "readOnly": True})
         extra_volumes = ({"name": SECRET_VOLUME, "secret": {"secretName": access.secret_name}},)
     init_container: dict[str, Any] = {
-        "name": INITIALIZER_CONTAINER,
+        "name": container_name,
         "image": pins.STORAGE_INITIALIZER_IMAGE,
         "args": [model_uri, DOWNLOAD_DIR],
         "env": env,
         # The scheduler counts ephemeral-storage requests, not an emptyDir's sizeLimit: the writer of
         # the files requests their size, so the pod's effective request has room for them on its node.
         "resources": {
-            "requests": {"cpu": "100m", "memory": "256Mi", "ephemeral-storage": download_size},
+            "requests": {"cpu": "100m", "memory": "256Mi", "ephemeral-storage": storage_request or download_size},
             "limits": {"cpu": "1", "memory": "1Gi"},
         },
         "securityContext": security_context,
@@ -275,3 +290,74 @@ def model_files(
     }
     volume = {"name": volume_name, "emptyDir": {"sizeLimit": download_size}}
     return ModelFiles(volume=volume, sub_path=None, init_container=init_container, extra_volumes=extra_volumes)
+
+
+@dataclass(frozen=True)
+class ExtraFiles:
+    """Files a server reads beside its model's (a LoRA adapter's), fetched the way a model's are."""
+
+    name: str
+    """Its volume's name, and its download's init container's: a DNS label."""
+    uri: str
+    path: str
+    """Where the server reads them (mounted read-only)."""
+    download_size: str
+    """The size of its download's volume."""
+
+
+@dataclass(frozen=True)
+class PodFiles:
+    """The pod parts that put extra files in place: init containers, volumes, the server's mounts."""
+
+    init_containers: tuple[dict[str, Any], ...] = ()
+    volumes: tuple[dict[str, Any], ...] = ()
+    mounts: tuple[dict[str, Any], ...] = ()
+
+
+def extra_files(
+    items: Sequence[ExtraFiles],
+    *,
+    claims: Mapping[str, str],
+    downloaded: Sequence[str],
+    access: StorageAccess | None,
+    scratch_volume: str,
+    security_context: dict[str, Any],
+) -> PodFiles:
+    """Each item's files, fetched as a model's are: a pvc:// item mounted from its claim (through the
+    volume `claims` already maps it to, such as the model's, or a volume of its own), any other
+    downloaded into a volume of its own by an init container of its own with the same credentials
+    (the Secret's volume is the one the model's download mounts).
+
+    Init containers run one after another and the scheduler reserves the largest request among them,
+    so each download requests everything on the node's disk when it is done: the sizes already
+    `downloaded` (the model's) and every download before it, its own included."""
+    init_containers: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    claimed = dict(claims)
+    sizes = list(downloaded)
+    for item in items:
+        if is_downloaded(item.uri):
+            sizes.append(item.download_size)
+        files = model_files(
+            item.uri,
+            volume_name=item.name,
+            download_size=item.download_size,
+            access=access,
+            scratch_volume=scratch_volume,
+            security_context=security_context,
+            container_name=item.name,
+            storage_request=quantity_sum(sizes),
+        )
+        mount: dict[str, Any] = {"name": item.name, "mountPath": item.path, "readOnly": True}
+        if files.init_container is None:
+            claim, _ = pvc_location(item.uri)
+            mount["name"] = claimed.setdefault(claim, item.name)
+            mount["subPath"] = files.sub_path
+        else:
+            init_containers.append(files.init_container)
+            volumes += [v for v in files.extra_volumes if v not in volumes]
+        if mount["name"] == item.name:
+            volumes.append(files.volume)
+        mounts.append(mount)
+    return PodFiles(tuple(init_containers), tuple(volumes), tuple(mounts))

@@ -309,15 +309,27 @@ class StackConfig(ConfigModel):
         """s3:// files are read with the stack's keys, or anonymously only where the stack says so."""
         s3 = self.storage.s3 if self.storage is not None else None
         declared = s3 is not None and s3.says_how  # half a pair of keys is reported on storage.s3 alone
+        uris = [
+            (f"models[{i}].versions[{j}].modelUri", version.model_uri)
+            for i, model in enumerate(self.models)
+            for j, version in enumerate(model.versions)
+            if parsed(version, "model_uri")
+        ]
+        uris += [
+            (f"models[{i}].versions[{j}].adapters[{k}].uri", adapter.uri)
+            for i, model in enumerate(self.models)
+            for j, version in enumerate(model.versions)
+            if parsed(version, "adapters")
+            for k, adapter in enumerate(version.adapters)
+        ]
         return [
             (
-                f"models[{i}].versions[{j}].modelUri",
+                path,
                 "s3:// needs credentials: set storage.s3.accessKeyId and storage.s3.secretAccessKey (Pulumi "
                 "secrets), or storage.s3.anonymous: true for a public bucket",
             )
-            for i, model in enumerate(self.models)
-            for j, version in enumerate(model.versions)
-            if parsed(version, "model_uri") and needs_s3_credentials(version.model_uri, declared, s3_anonymous=False)
+            for path, uri in uris
+            if needs_s3_credentials(uri, declared, s3_anonymous=False)
         ]
 
     def _pipeline_problems(self) -> list[tuple[str, str]]:

@@ -100,6 +100,7 @@ def deploy_models(
     outputs: dict[str, Any] = {
         "models": {
             name: {"urls": svc.urls, "curl": svc.curl, "weights": svc.weights, "mirrors": svc.mirrors}
+            | ({"adapters": svc.adapters} if models[name].served_adapters else {})
             for name, svc in services.items()
         }
     }

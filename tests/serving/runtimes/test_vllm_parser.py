@@ -14,8 +14,10 @@ from pydantic import ValidationError
 
 from inference_platform import pins
 from inference_platform.platform.gpu_nodes import GpuNodes
+from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.runtimes.vllm import VLLMModel
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shared_path
+from tests.serving.runtimes.lora_stacks import EngineLine, engine_lines
 from tests.serving.runtimes.parser_process import ParserProcess
 
 pytestmark = pytest.mark.slow
@@ -230,3 +232,157 @@ def test_every_pod_of_an_ascend_group_parses_to_one_engine_across_the_nodes() ->
         assert parsed["distributed_executor_backend"] == "mp"
     assert [p["node_rank"] for p in (leader, worker)] == [0, 1]
     assert [p["headless"] for p in (leader, worker)] == [False, True]
+
+
+# --- LoRA adapters ------------------------------------------------------------------------------
+
+LORA_FIELDS = ("enable_lora", "lora_modules", "max_loras", "max_lora_rank", "max_cpu_loras", "lora_config")
+VLLM_SOURCE = ROOT / ".venv-vllm" / "lib" / "python3.11" / "site-packages" / "vllm"
+
+
+def version_argv(spec: VLLMModel, version: ModelVersion) -> list[str]:
+    container = spec.plan(version, GpuNodes()).container
+    line = [*container.get("command", []), *container["args"]]
+    assert line[:2] == ["vllm", "serve"]
+    return line[2:]
+
+
+def assert_loads_the_adapters(parsed: dict[str, Any], spec: VLLMModel, version: ModelVersion) -> None:
+    """vLLM's parsed settings load exactly the version's adapters, by name from their directories,
+    within the model's limits; its engine's LoRAConfig accepts them and keeps every adapter in its
+    CPU cache (max_cpu_loras, which defaults to max_loras)."""
+    assert "error" not in parsed, parsed
+    assert parsed["enable_lora"] is True
+    assert [(m["name"], m["path"]) for m in parsed["lora_modules"]] == [(a.name, a.path) for a in version.adapters]
+    assert parsed["max_loras"] == (spec.max_loras or spec.most_adapters) >= len(version.adapters)
+    config = parsed["lora_config"]
+    assert config["max_loras"] == parsed["max_loras"]
+    assert config["max_lora_rank"] == parsed["max_lora_rank"]
+    assert config["max_cpu_loras"] >= len(version.adapters)
+
+
+def lora_llama(**settings: Any) -> VLLMModel:
+    """A model whose first version serves three adapters (one a download with credentials, one on a
+    claim, one from Hugging Face) and whose second serves none; `settings` replace the model's,
+    and a `None` drops one."""
+    adapters = [
+        {"name": "sql", "uri": "s3://adapters/llama/sql"},
+        {"name": "support", "uri": "pvc://adapters/llama/support"},
+        {"name": "french", "uri": "hf://acme/llama-french-lora"},
+    ]
+    model: dict[str, Any] = {
+        "name": "llama",
+        "runtime": "vllm",
+        "gpu": "exclusive",
+        "args": ["--enable-prefix-caching"],
+        "versions": [
+            {"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 90, "adapters": adapters},
+            {"name": "v2", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 10},
+        ],
+    } | settings
+    return VLLMModel.model_validate({key: value for key, value in model.items() if value is not None})
+
+
+@pytest.mark.parametrize("settings", [{}, {"maxLoras": 4, "maxLoraRank": 64}])
+def test_a_versions_adapters_parse_to_the_lora_modules_and_limits_vllm_loads(settings: dict[str, Any]) -> None:
+    spec = lora_llama(**settings)
+    with_adapters, without, bare = parse_all(
+        [*(version_argv(spec, v) for v in spec.versions), ["/mnt/models"]], *LORA_FIELDS
+    )
+    assert_loads_the_adapters(with_adapters, spec, spec.versions[0])
+    # As set, else vLLM's own default.
+    assert with_adapters["max_lora_rank"] == settings.get("maxLoraRank", bare["max_lora_rank"])
+    # A version without adapters runs without LoRA: no slots, no LoRA layers.
+    assert not without["enable_lora"]
+    assert (without["lora_modules"], without["lora_config"]) == (None, None)
+
+
+def test_the_ranks_the_config_takes_are_vllms_and_its_default_is_the_documented_one() -> None:
+    refused, bare = parse_all([["/mnt/models", "--max-lora-rank=2"], ["/mnt/models"]], "max_lora_rank")
+    choices = refused["error"].split("(choose from ")[1].rstrip(")")
+    assert tuple(int(rank) for rank in choices.split(", ")) == VLLMModel.LORA_RANKS
+    description = VLLMModel.model_fields["max_lora_rank"].description
+    assert description is not None
+    assert f"defaults to {bare['max_lora_rank']}" in description
+    with pytest.raises(ValidationError, match=f"vLLM takes one of {', '.join(map(str, VLLMModel.LORA_RANKS))}:"):
+        lora_llama(maxLoraRank=24)
+
+
+def test_what_vllms_lora_config_refuses_the_platform_never_renders() -> None:
+    """vLLM refuses a CPU cache smaller than a batch; the platform renders no --max-cpu-loras, so
+    the cache is a batch (every adapter, since maxLoras holds them all)."""
+    (refused,) = parse_all([["/mnt/models", "--enable-lora", "--max-loras=3", "--max-cpu-loras=2"]], *LORA_FIELDS)
+    assert "max_cpu_loras (2) must be >= max_loras (3)" in refused["lora_config"]["error"]
+    assert "--max-cpu-loras" not in " ".join(version_argv(lora_llama(), lora_llama().versions[0]))
+
+
+def test_every_pod_of_a_group_loads_the_adapters() -> None:
+    spec = lora_llama(gpu={"mode": "exclusive", "count": 8}, nodes=2, tensorParallelSize=8, maxLoraRank=16)
+    version = spec.versions[0]
+    plan = spec.plan(version, GpuNodes())
+    assert plan.workers is not None
+    leader, worker = parse_all(
+        [as_started(version_argv(spec, version), 0), as_started(["/mnt/models", *plan.workers.args], 1)],
+        *LORA_FIELDS,
+        *GROUP_FIELDS,
+    )
+    for parsed in (leader, worker):
+        assert_loads_the_adapters(parsed, spec, version)
+    assert (leader["headless"], worker["headless"]) == (False, True)
+
+
+def test_vllm_ascend_takes_the_same_lora_flags() -> None:
+    spec = lora_llama(gpu=None, npu={"type": "Ascend910B3", "count": 2}, tensorParallelSize=2)
+    (parsed,) = parse_all([version_argv(spec, spec.versions[0])], *LORA_FIELDS)
+    assert_loads_the_adapters(parsed, spec, spec.versions[0])
+
+
+@pytest.fixture(scope="module")
+def stack_lines(tmp_path_factory: pytest.TempPathFactory) -> list[EngineLine]:
+    return engine_lines(tmp_path_factory.mktemp("stacks"), "vllm")
+
+
+def test_every_vllm_command_line_the_stacks_render_loads_its_versions_adapters(stack_lines: list[EngineLine]) -> None:
+    # As the kubelet starts them: a group's worker (here the first) has its index and its leader's address.
+    parsed = parse_all([as_started(line.line[2:], int(line.role == "worker")) for line in stack_lines], *LORA_FIELDS)
+    with_adapters = 0
+    for line, found in zip(stack_lines, parsed, strict=True):
+        assert line.line[:2] == ["vllm", "serve"]
+        if line.version.adapters:
+            with_adapters += 1
+            assert isinstance(line.model, VLLMModel)
+            assert_loads_the_adapters(found, line.model, line.version)
+        else:
+            assert "error" not in found, found
+            assert not found["enable_lora"], (line.stack, line.model.name)
+            assert found["lora_config"] is None
+    assert with_adapters >= 2, "the all-features stack and its KEDA twin serve a vLLM model with adapters"
+
+
+def test_lora_enabled_vllm_exports_the_metric_the_pickers_lora_affinity_reads() -> None:
+    """vLLM creates its vllm:lora_requests_info gauge whenever its engine has a LoRAConfig, which
+    it builds exactly when --enable-lora is on (every version with adapters: above); the endpoint
+    picker reads that metric by default (its --lora-info-metric)."""
+    loggers = (VLLM_SOURCE / "v1" / "metrics" / "loggers.py").read_text()
+    gauge = loggers.index('name="vllm:lora_requests_info"')
+    guard = loggers.rindex("if vllm_config.lora_config is not None:", 0, gauge)
+    assert "\n        #\n" not in loggers[guard:gauge]  # no other section between the guard and the gauge
+    engine_args = (VLLM_SOURCE / "engine" / "arg_utils.py").read_text()
+    built = engine_args.index("lora_config = (\n            LoRAConfig(")
+    assert engine_args.index("if self.enable_lora\n            else None", built) - built < 1500
+    options = shared_path("inference-extension/v1.4.0/options.go").read_text()
+    assert 'LoRAInfoMetric:                   "vllm:lora_requests_info",' in options
+
+
+def test_vllm_counts_its_lora_slots_inside_its_memory_share() -> None:
+    """The premise of leaving the cap's share alone (llm_engine.py): vLLM allocates its LoRA slots
+    while it loads the model, inside the memory profiler whose reading it counts as weights and
+    takes from --gpu-memory-utilization's budget before the KV cache."""
+    runner = (VLLM_SOURCE / "v1" / "worker" / "gpu_model_runner.py").read_text()
+    profiled = runner.index("with DeviceMemoryProfiler() as m:")
+    lora = runner.index("self.model = self.load_lora_model(", profiled)
+    counted = runner.index("self.model_memory_usage = m.consumed_memory", profiled)
+    assert profiled < lora < counted
+    worker = (VLLM_SOURCE / "v1" / "worker" / "gpu_worker.py").read_text()
+    assert "weights_memory=int(self.model_runner.model_memory_usage)" in worker
+    assert "self.requested_memory\n            - profile_result.non_kv_cache_memory" in worker

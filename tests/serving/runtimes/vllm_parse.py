@@ -2,10 +2,14 @@
 
 Answers requests, one JSON line each on stdin ({"given": arguments, "fields": more to show}),
 with the parsed settings (FIELDS and those named), or the parser's error, as JSON
-(parser_process.py). It imports nothing else of this project.
+(parser_process.py). A parsed value vLLM keeps as a dataclass (--lora-modules' LoRAModulePath)
+is answered as its fields. The field `lora_config` answers the LoRAConfig vLLM's engine builds
+from the parsed LoRA settings (EngineArgs.create_engine_config, which also needs the model's
+files, builds it the same way), or its refusal. It imports nothing else of this project.
 """
 
 import contextlib
+import dataclasses
 import io
 import os
 import sys
@@ -14,6 +18,7 @@ from typing import Any
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # vLLM cannot infer a device on a CPU-only machine
 
+from vllm.config.lora import LoRAConfig
 from vllm.entrypoints.common.cli_args import make_arg_parser, validate_parsed_serve_args
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -44,7 +49,33 @@ def parse(argv: list[str], fields: list[str]) -> dict[str, Any]:
         return {"error": errors.getvalue().strip().splitlines()[-1]}
     except (ValueError, TypeError) as error:
         return {"error": f"{type(error).__name__}: {error}"}
-    return {field: getattr(namespace, field) for field in (*FIELDS, *fields)}
+    answer = {field: plain(getattr(namespace, field)) for field in (*FIELDS, *fields) if field != "lora_config"}
+    if "lora_config" in fields:
+        answer["lora_config"] = lora_config(namespace)
+    return answer
+
+
+def plain(value: Any) -> Any:
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def lora_config(namespace: Any) -> Any:
+    """The engine's LoRAConfig from the parsed settings, as arg_utils builds it (None without --enable-lora)."""
+    if not namespace.enable_lora:
+        return None
+    try:
+        config = LoRAConfig(
+            max_lora_rank=namespace.max_lora_rank,
+            max_loras=namespace.max_loras,
+            max_cpu_loras=namespace.max_cpu_loras if namespace.max_cpu_loras and namespace.max_cpu_loras > 0 else None,
+        )
+    except ValueError as error:
+        return {"error": str(error)}
+    return {"max_loras": config.max_loras, "max_lora_rank": config.max_lora_rank, "max_cpu_loras": config.max_cpu_loras}
 
 
 def handle(request: dict[str, Any]) -> Any:

@@ -86,14 +86,20 @@ class InferenceServiceArgs(ConfigModel):
     @model_validator(mode="after")
     def _s3_needs_credentials(self) -> InferenceServiceArgs:
         keys, anonymous = (self.storage.s3_keys, self.storage.s3_anonymous) if self.storage else (False, False)
+        uris = [(f"model.versions[{i}].modelUri", version.model_uri) for i, version in enumerate(self.model.versions)]
+        uris += [
+            (f"model.versions[{i}].adapters[{k}].uri", adapter.uri)
+            for i, version in enumerate(self.model.versions)
+            for k, adapter in enumerate(version.adapters)
+        ]
         problems = [
             (
-                f"model.versions[{i}].modelUri",
+                path,
                 "s3:// needs credentials: give storage a Secret with S3 keys (s3Keys), or s3Anonymous: true "
                 "for a public bucket",
             )
-            for i, version in enumerate(self.model.versions)
-            if needs_s3_credentials(version.model_uri, keys, anonymous)
+            for path, uri in uris
+            if needs_s3_credentials(uri, keys, anonymous)
         ]
         if problems:
             raise config_problems(problems)

@@ -28,6 +28,7 @@ class InferenceService(pulumi.ComponentResource):
     curl: pulumi.Output[str]
     weights: pulumi.Output[dict[str, int]]
     mirrors: pulumi.Output[dict[str, float]]
+    adapters: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
@@ -52,6 +53,13 @@ class InferenceService(pulumi.ComponentResource):
         self.curl = pulumi.Output.from_input(curl_line(host_url + example.path.lstrip("/"), example.body))
         self.weights = pulumi.Output.from_input(args.model.live_weights)
         self.mirrors = pulumi.Output.from_input(args.model.mirrors)
+        # The LoRA adapters the live versions serve: a ready-to-run curl line each (only a model with
+        # adapters registers them, so other models' outputs stay as they were).
+        adapters = {}
+        for adapter in args.model.served_adapters:
+            request = args.model.adapter_request(adapter)
+            adapters[adapter] = curl_line(host_url + request.path.lstrip("/"), request.body)
+        self.adapters = pulumi.Output.from_input(adapters)
         # Beside what a user reads, what the model holds, as written (the settings it was given): the
         # offline render's summary and GPU plan read them from every InferenceService a program
         # registers (cli/registered.py), whatever composed it.
@@ -61,6 +69,9 @@ class InferenceService(pulumi.ComponentResource):
                 "curl": self.curl,
                 "weights": self.weights,
                 "mirrors": self.mirrors,
+            }
+            | ({"adapters": self.adapters} if adapters else {})
+            | {
                 MODEL_OUTPUT: args.model.model_dump(mode="json", by_alias=True, exclude_unset=True),
                 GPU_NODES_OUTPUT: args.gpu_nodes.model_dump(mode="json", by_alias=True, exclude_unset=True),
             }

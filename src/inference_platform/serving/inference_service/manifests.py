@@ -56,14 +56,17 @@ from inference_platform.serving.waking import interceptor_route
 
 
 def download_policy(args: InferenceServiceArgs, version: ModelVersion) -> dict[str, Any] | None:
-    """The way out for a version whose storage initializer fetches model files from outside the
-    cluster: its own policy, so adding or retiring a version leaves the model's policy alone."""
-    if not is_downloaded(version.model_uri):
+    """The way out for a version whose storage initializers fetch files (the model's, its adapters')
+    from outside the cluster: its own policy, on the ports those downloads use, so adding or retiring
+    a version leaves the model's policy alone."""
+    uris = [version.model_uri, *(adapter.uri for adapter in version.adapters)]
+    ports = sorted({download_port(uri, args.storage) for uri in uris if is_downloaded(uri)})
+    if not ports:
         return None
     return internet_egress_policy(
         object_metadata(args, f"{version_name(args, version)}-download", version),
         selector_labels(args, version),
-        download_port(version.model_uri, args.storage),
+        ports,
     )
 
 

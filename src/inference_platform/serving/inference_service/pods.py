@@ -21,7 +21,7 @@ from inference_platform.serving.inference_service.args import (
     version_name,
 )
 from inference_platform.serving.model_spec import ModelVersion, TransformerSpec
-from inference_platform.serving.model_storage import model_files
+from inference_platform.serving.model_storage import PodFiles, extra_files, is_downloaded, model_files, pvc_location
 from inference_platform.serving.resources import ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
     CONFIG_VOLUME,
@@ -95,13 +95,17 @@ def _config_checksum(plan: ServerPlan) -> dict[str, str]:
     return config_checksum(json.dumps(plan.config_files, sort_keys=True))
 
 
-def _predictor(args: InferenceServiceArgs, plan: ServerPlan, model_sub_path: str | None) -> dict[str, Any]:
-    """The server container with the model's files, GPUs and (behind a transformer) renamed port."""
+def _predictor(
+    args: InferenceServiceArgs, plan: ServerPlan, model_sub_path: str | None, adapters: PodFiles
+) -> dict[str, Any]:
+    """The server container with the model's (and its adapters') files, GPUs and (behind a
+    transformer) renamed port."""
     container = copy.deepcopy(plan.container)
     if model_sub_path is not None:
         for mount in container["volumeMounts"]:
             if mount["name"] == MODEL_VOLUME:
                 mount["subPath"] = model_sub_path
+    container["volumeMounts"] += adapters.mounts
     placement = args.model.placement(args.gpu_nodes, args.npu_nodes)
     if placement.limits:
         container["resources"].setdefault("limits", {}).update(placement.limits)
@@ -162,6 +166,19 @@ def _transformer(args: InferenceServiceArgs, transformer: TransformerSpec, plan:
     return container
 
 
+def adapter_files(args: InferenceServiceArgs, version: ModelVersion) -> PodFiles:
+    """The version's LoRA adapters' files, each fetched the way its model's are, into its own directory."""
+    downloaded = is_downloaded(version.model_uri)
+    return extra_files(
+        [adapter.files for adapter in version.adapters],
+        claims={} if downloaded else {pvc_location(version.model_uri)[0]: MODEL_VOLUME},
+        downloaded=[str(args.model.download_size)] if downloaded else [],
+        access=args.storage,
+        scratch_volume=SCRATCH_VOLUME,
+        security_context=CONTAINER_SECURITY | {"runAsUser": INITIALIZER_USER},
+    )
+
+
 def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan) -> dict[str, Any]:
     files = model_files(
         version.model_uri,
@@ -171,11 +188,13 @@ def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan
         scratch_volume=SCRATCH_VOLUME,
         security_context=CONTAINER_SECURITY | {"runAsUser": INITIALIZER_USER},
     )
-    containers = [_predictor(args, plan, files.sub_path)]
+    adapters = adapter_files(args, version)
+    containers = [_predictor(args, plan, files.sub_path, adapters)]
     volumes = [files.volume, {"name": SCRATCH_VOLUME, "emptyDir": {}}]
     if plan.config_files:
         volumes.append({"name": CONFIG_VOLUME, "configMap": {"name": version_name(args, version)}})
     volumes += [*files.extra_volumes, *plan.volumes]
+    volumes += [v for v in adapters.volumes if v not in volumes]
     transformer = args.model.transformer
     if transformer is not None:
         containers.insert(0, _transformer(args, transformer, plan))
@@ -199,8 +218,10 @@ def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan
             }
         ],
     }
-    if files.init_container is not None:
-        spec["initContainers"] = [files.init_container | {"imagePullPolicy": "Always"}]
+    downloads = [files.init_container] if files.init_container is not None else []
+    downloads += adapters.init_containers
+    if downloads:
+        spec["initContainers"] = [download | {"imagePullPolicy": "Always"} for download in downloads]
     spec["containers"] = containers
     spec["volumes"] = volumes
     spec.update(args.model.placement(args.gpu_nodes, args.npu_nodes).pod_fields())

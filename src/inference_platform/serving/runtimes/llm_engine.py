@@ -1,13 +1,27 @@
 """What the LLM engines (vLLM, SGLang) share: GPUs (or, for an engine that runs on them, Ascend
 NPUs) are required, tensor parallelism spans a pod's devices, the engine's share of device memory is
 sized to a vGPU's or vNPU's memory cap, and the workers of tensor-parallel inference talk through
-shared memory. Each engine's own module maps these settings
-to its flags and names its image, command and probes.
+shared memory, and a version's LoRA adapters are loaded at start under their own names, within
+limits set once for the model. Each engine's own module maps these settings to its flags and names
+its image, command and probes.
+
+LoRA memory: both engines reserve their adapter slots (`maxLoras` of them, each for an adapter of
+rank up to `maxLoraRank`; SGLang one more, for the base model) in GPU memory inside the share
+this module sizes, before they size their KV cache from what is left of it: vLLM allocates the
+slots while it loads the model, which it counts as weights (vllm/v1/worker/gpu_model_runner.py,
+load_model: load_lora_model inside the DeviceMemoryProfiler), and estimates the CUDA graphs it
+captures with and without LoRA inside the share too (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by
+default); SGLang builds its LoRA memory pool in ModelRunner.initialize, before the KV cache is
+budgeted as free memory less the non-static remainder (sglang/srt/mem_cache/kv_cache_configurator.py,
+_profile_available_bytes). Adapters take from the KV cache, not from the room outside the share,
+so the share under a memory cap stays as it is. The slots' size follows the base model's
+architecture (layers, hidden and projection sizes), which no config here holds.
 """
 
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -16,6 +30,7 @@ from inference_platform.config.base import config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.gpu import VirtualGpu
+from inference_platform.serving.lora import LoraLimits
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion
 from inference_platform.serving.resources import ResourceList, Resources
 from inference_platform.serving.runtimes.base import SCRATCH_PATH, Probes, ServerContainer, model_server_container
@@ -48,6 +63,12 @@ class LLMEngineModel(ModelSpecBase):
     PAYLOAD_PROTOCOL: ClassVar[PayloadProtocol] = "openai"
     ENGINE: ClassVar[str]
     """The engine's name in messages."""
+    LORA_FLAGS: ClassVar[tuple[str, ...]]
+    """The flags the platform sets from the versions' adapters and the model's LoRA limits."""
+    LORA_RANKS: ClassVar[tuple[int, ...] | None] = None
+    """The adapter ranks the engine accepts as its largest (None: any)."""
+    BASE_MODEL_LORA_SLOTS: ClassVar[int] = 0
+    """Adapter slots the engine keeps for the base model beside the adapters of a batch."""
 
     tensor_parallel_size: Annotated[int, Field(ge=1, le=16)] = Field(
         default=1,
@@ -66,6 +87,18 @@ class LLMEngineModel(ModelSpecBase):
     )
     shm_size: Annotated[str, Field(pattern=r"^[0-9]+(Mi|Gi)$")] = Field(
         default="2Gi", description="Shared memory for the workers of tensor-parallel inference."
+    )
+    max_loras: Annotated[int, Field(ge=1)] | None = Field(
+        default=None,
+        description="LoRA adapters one batch serves at once, each a slot of GPU memory the engine reserves inside "
+        "its share (vLLM --max-loras; SGLang --max-loras-per-batch, one more for the base model); at least the "
+        "adapters of every version, which is the default.",
+    )
+    max_lora_rank: Annotated[int, Field(ge=1)] | None = Field(
+        default=None,
+        description="The largest rank of the adapters, which sizes every slot (--max-lora-rank); vLLM takes some ranks "
+        "only (a config error lists them) and defaults to 16, where a larger adapter fails the start; SGLang "
+        "reads it from the adapters when unset.",
     )
 
     @model_validator(mode="after")
@@ -90,6 +123,72 @@ class LLMEngineModel(ModelSpecBase):
         if problems:
             raise config_problems(problems)
         return self
+
+    def lora_problems(self) -> list[tuple[str, str]]:
+        """The LoRA limits against the versions' adapters, and the flags they make the platform's."""
+        most = self.most_adapters
+        limits = {"maxLoras": self.max_loras, "maxLoraRank": self.max_lora_rank}
+        if not most:
+            return [
+                (key, "no version lists adapters: drop this, or give a version adapters")
+                for key, value in limits.items()
+                if value is not None
+            ]
+        problems = []
+        if self.max_loras is not None and self.max_loras < most:
+            j, version = next((j, v) for j, v in enumerate(self.versions) if len(v.adapters) == most)
+            problems.append(
+                (
+                    "maxLoras",
+                    f"{self.max_loras} is fewer than the {most} adapters versions[{j}] ({version.name}) lists: "
+                    f"set {most} or more (or leave it unset), so one batch can serve all of them",
+                )
+            )
+        if self.LORA_RANKS is not None and self.max_lora_rank is not None and self.max_lora_rank not in self.LORA_RANKS:
+            ranks = ", ".join(str(rank) for rank in self.LORA_RANKS)
+            problems.append(
+                (
+                    "maxLoraRank",
+                    f"{self.ENGINE} takes one of {ranks}: set the smallest of them at or above the adapters' "
+                    "largest rank",
+                )
+            )
+        given = [("args", i, a) for i, a in enumerate(self.args)]
+        given += [
+            (f"versions[{v}].args", i, a) for v, version in enumerate(self.versions) for i, a in enumerate(version.args)
+        ]
+        problems += [
+            (
+                f"{where}[{index}]",
+                f"{arg.split('=')[0]} is set by the platform from the versions' adapters, maxLoras and "
+                "maxLoraRank: set those instead",
+            )
+            for where, index, arg in given
+            if arg.split("=")[0] in self.LORA_FLAGS
+        ]
+        return problems
+
+    def lora_limits(self) -> LoraLimits | None:
+        most = self.most_adapters
+        if not most:
+            return None
+        batch = self.max_loras if self.max_loras is not None else most
+        return LoraLimits(
+            adapters=most, batch=batch, slots=batch + self.BASE_MODEL_LORA_SLOTS, max_rank=self.max_lora_rank
+        )
+
+    @property
+    def lora_batch(self) -> int:
+        """Adapters one batch serves at once: maxLoras, or the most any version lists."""
+        return self.max_loras if self.max_loras is not None else self.most_adapters
+
+    @abstractmethod
+    def lora_args(self, version: ModelVersion) -> list[str]:
+        """The engine's flags that load the version's adapters at start; none without adapters."""
+
+    def adapter_model(self, adapter: str) -> str:
+        """What a request puts in the OpenAI `model` field to be served by `adapter`."""
+        return adapter
 
     @property
     def device_noun(self) -> str:
@@ -194,8 +293,14 @@ class LLMEngineModel(ModelSpecBase):
         )
 
     def example_request(self) -> ExampleRequest:
+        return self._completion(self.name)
+
+    def adapter_request(self, adapter: str) -> ExampleRequest:
+        return self._completion(self.adapter_model(adapter))
+
+    def _completion(self, model: str) -> ExampleRequest:
         return ExampleRequest(
-            path=self.inference_path, body={"model": self.name, "prompt": "The capital of France is", "max_tokens": 16}
+            path=self.inference_path, body={"model": model, "prompt": "The capital of France is", "max_tokens": 16}
         )
 
 

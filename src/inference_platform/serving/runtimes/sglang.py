@@ -6,6 +6,13 @@ warmed up; liveness is /health, which (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION,
 runs one token through the engine unless requests are already flowing, and waits up to
 SGLANG_HEALTH_CHECK_TIMEOUT (20 s) for it: the probe's timeout is longer than that. Metrics only
 with --enable-metrics, on the serving port.
+
+A version's LoRA adapters load at start (--enable-lora, --lora-paths name=path). SGLang's OpenAI
+routes pick an adapter from the `model` field written <served model>:<adapter> (a bare adapter name
+there is taken for the base model: serving_base.py, _parse_model_parameter), so that is the name a
+client sends. Its memory pool keeps a slot for the base model's requests beside the adapters'
+(lora/mem_pool.py, prepare_lora_batch: the base, uid None, takes a buffer slot), so
+--max-loras-per-batch is maxLoras plus one.
 """
 
 from __future__ import annotations
@@ -37,6 +44,14 @@ class SGLangModel(LLMEngineModel):
     # in seconds, labelled model_name, engine_type and is_streaming (same file).
     TTFT_HISTOGRAM: ClassVar[str | None] = "sglang:time_to_first_token_seconds"
     TPOT_HISTOGRAM: ClassVar[str | None] = "sglang:request_time_per_output_token_seconds"
+    SUPPORTS_LORA: ClassVar[bool] = True
+    LORA_FLAGS: ClassVar[tuple[str, ...]] = (
+        "--enable-lora",
+        "--lora-paths",
+        "--max-loras-per-batch",
+        "--max-lora-rank",
+    )
+    BASE_MODEL_LORA_SLOTS: ClassVar[int] = 1
 
     runtime: Literal["sglang"] = Field(
         description="SGLang: a Hugging Face model directory; HTTP 30000 (OpenAI API, and metrics). Needs a GPU."
@@ -59,12 +74,26 @@ class SGLangModel(LLMEngineModel):
             args.append(f"--mem-fraction-static={share}")
         return args
 
+    def lora_args(self, version: ModelVersion) -> list[str]:
+        """The version's adapters, loaded at start, and the model's LoRA limits (the rank, unless set,
+        read by SGLang from the adapters)."""
+        if not version.adapters:
+            return []
+        args = ["--enable-lora", "--lora-paths", *(f"{a.name}={a.path}" for a in version.adapters)]
+        args.append(f"--max-loras-per-batch={self.lora_batch + self.BASE_MODEL_LORA_SLOTS}")
+        if self.max_lora_rank is not None:
+            args.append(f"--max-lora-rank={self.max_lora_rank}")
+        return args
+
+    def adapter_model(self, adapter: str) -> str:
+        return f"{self.name}:{adapter}"
+
     def plan(self, version: ModelVersion, gpu_nodes: GpuNodes) -> ServerPlan:
         return self.engine_plan(
             version,
             image=pins.SGLANG_IMAGE,
             command=["python3", "-m", "sglang.launch_server"],
-            args=self.server_args(gpu_nodes),
+            args=[*self.server_args(gpu_nodes), *self.lora_args(version)],
             env={},
             # Loading weights, capturing CUDA graphs and the warm-up request take minutes: half an hour.
             probes=Probes.ready_after_start(

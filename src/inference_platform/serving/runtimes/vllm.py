@@ -67,6 +67,8 @@ ASCEND_IMAGE_SUFFIX = {
     "Ascend310P": "-310p",
 }
 SERVE = ("vllm", "serve", MODEL_DIR)
+# The ranks vLLM's --max-lora-rank takes (vllm/config/lora.py, MaxLoRARanks).
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 
 
@@ -82,6 +84,21 @@ class VLLMModel(LLMEngineModel):
     # On Ascend NPUs through vllm-ascend's image.
     USES_NPUS: ClassVar[bool] = True
     PICKER_ENGINE: ClassVar[PickerEngine | None] = "vllm"
+    # Adapters load at start (--enable-lora, --lora-modules name=path): on GPUs, and on Ascend NPUs too,
+    # where vllm-ascend takes vLLM's LoRA flags and runs the adapters on its own punica kernels (AscendC
+    # bgmv/sgmv, its LoRA guide; on the 310P, LoRA in graph mode waits on an upstream fix: add
+    # --enforce-eager there). Requests name an adapter alone in the `model` field. With LoRA on,
+    # vLLM exports vllm:lora_requests_info (vllm/v1/metrics/loggers.py), which the inference pool's
+    # picker reads for its LoRA affinity.
+    SUPPORTS_LORA: ClassVar[bool] = True
+    LORA_FLAGS: ClassVar[tuple[str, ...]] = (
+        "--enable-lora",
+        "--no-enable-lora",
+        "--lora-modules",
+        "--max-loras",
+        "--max-lora-rank",
+    )
+    LORA_RANKS: ClassVar[tuple[int, ...] | None] = LORA_RANKS
 
     runtime: Literal["vllm"] = Field(
         description="vLLM: a Hugging Face model directory; HTTP 8000 (OpenAI API and metrics). Needs a GPU, or "
@@ -180,6 +197,18 @@ class VLLMModel(LLMEngineModel):
             ]
         return args
 
+    def lora_args(self, version: ModelVersion) -> list[str]:
+        """The version's adapters, loaded at start, and the model's LoRA limits. A multi-node group's
+        workers get them too: each builds the same LoRA layers (and reads the adapters' files, which
+        its pod has as the leader's does)."""
+        if not version.adapters:
+            return []
+        args = ["--enable-lora", "--lora-modules", *(f"{a.name}={a.path}" for a in version.adapters)]
+        args.append(f"--max-loras={self.lora_batch}")
+        if self.max_lora_rank is not None:
+            args.append(f"--max-lora-rank={self.max_lora_rank}")
+        return args
+
     def leader_args(self, gpu_nodes: GpuNodes) -> list[str]:
         return [*self.server_args(gpu_nodes), "--node-rank=0"] if self.nodes > 1 else self.server_args(gpu_nodes)
 
@@ -202,7 +231,7 @@ class VLLMModel(LLMEngineModel):
             version,
             image=self.engine_image,
             command=[] if on_npus else list(SERVE),
-            args=[*serve, *self.leader_args(gpu_nodes)],
+            args=[*serve, *self.leader_args(gpu_nodes), *self.lora_args(version)],
             env={"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
             # Loading weights and capturing CUDA graphs takes minutes: allow half an hour.
             probes=Probes.ready_after_start(
@@ -214,5 +243,6 @@ class VLLMModel(LLMEngineModel):
         if self.nodes == 1:
             return plan
         # The engine's process is the container's: when a worker's exits, its group is recreated.
-        workers = WorkerPlan(self.nodes, (*serve, *self.worker_args(gpu_nodes), *self.args, *version.args))
+        lora = self.lora_args(version)
+        workers = WorkerPlan(self.nodes, (*serve, *self.worker_args(gpu_nodes), *lora, *self.args, *version.args))
         return dataclasses.replace(plan, workers=workers)
