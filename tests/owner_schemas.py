@@ -101,7 +101,7 @@ def _crd_files() -> str:
     crds = [
         document
         for pin in MANIFEST_PINS
-        for document in yaml.safe_load_all((manifests_dir() / pin.file).read_text(encoding="utf-8"))
+        for document in yaml.load_all((manifests_dir() / pin.file).read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
         if document and document.get("kind") == "CustomResourceDefinition"
     ]
     return json.dumps(crds, sort_keys=True)
