@@ -109,6 +109,14 @@ def gpu_without_gpu_nodes(resource_type: str, props: Mapping[str, Any]) -> list[
     return []
 
 
+def _split_problem(name: str, weights: list[Any]) -> list[str]:
+    """A route that splits traffic over `weights` and does not split all of it."""
+    total = sum(w or 0 for w in weights)
+    if total == 100:
+        return []
+    return [f"route {name!r} splits traffic {weights}: the weights add up to {total}, not 100"]
+
+
 def virtual_service_weights(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     if resource_type != VIRTUAL_SERVICE:
         return []
@@ -120,10 +128,7 @@ def virtual_service_weights(resource_type: str, props: Mapping[str, Any]) -> lis
             continue
         if len(weights) == 1 and weights[0] in (None, 100):
             continue
-        total = sum(w or 0 for w in weights)
-        if total != 100:
-            name = route.get("name") or f"http[{index}]"
-            problems.append(f"route {name!r} splits traffic {weights}: the weights add up to {total}, not 100")
+        problems += _split_problem(route.get("name") or f"http[{index}]", weights)
     return problems
 
 
@@ -135,12 +140,8 @@ def http_route_weights(resource_type: str, props: Mapping[str, Any]) -> list[str
     for index, rule in enumerate(_get(props, "spec", "rules") or []):
         backends = rule.get("backendRefs") or [] if isinstance(rule, Mapping) else []
         weights = [b.get("weight", DEFAULT_BACKEND_WEIGHT) for b in backends if isinstance(b, Mapping)]
-        if len(weights) < 2:  # one backend takes every request; none: a redirect
-            continue
-        total = sum(w or 0 for w in weights)
-        if total != 100:
-            name = rule.get("name") or f"rules[{index}]"
-            problems.append(f"rule {name!r} splits traffic {weights}: the weights add up to {total}, not 100")
+        if len(weights) >= 2:  # one backend takes every request; none: a redirect
+            problems += _split_problem(rule.get("name") or f"rules[{index}]", weights)
     return problems
 
 

@@ -24,6 +24,7 @@ from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.stack.config import parse_stack_config, project_values
 from tests.conftest import base_config, write_stack_file
 from tests.platform.prometheus_harness import PROMTOOL, RunningPrometheus, prometheus
+from tests.platform.prometheus_harness import backfilled as backfilled_series
 from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -113,17 +114,7 @@ def openmetrics(start: int) -> str:
 def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningPrometheus, int]]:
     directory = tmp_path_factory.mktemp("prometheus")
     start = int(time.time()) // 3600 * 3600 - 3 * 3600
-    (directory / "input.om").write_text(openmetrics(start))
-    done = subprocess.run(
-        [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(directory / "input.om"), str(directory / "data")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    config = directory / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 15s\n")
-    with prometheus(directory, config) as running:
+    with prometheus(directory, backfilled_series(directory, openmetrics(start))) as running:
         yield running, start
 
 

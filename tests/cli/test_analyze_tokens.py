@@ -25,6 +25,7 @@ from inference_platform.stack.config import parse_stack_config, project_values
 from tests.analysis.test_token_latency import SGLANG_TPOT, SGLANG_TTFT, VLLM_TPOT, VLLM_TTFT
 from tests.conftest import base_config, write_stack_file
 from tests.platform.prometheus_harness import PROMTOOL, RunningPrometheus, prometheus
+from tests.platform.prometheus_harness import backfilled as backfilled_series
 from tests.serving import engine_histograms
 from tests.serving.engine_histograms import EngineHistogram, openmetrics_samples, scraped_labels
 
@@ -138,17 +139,9 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runni
     directory = tmp_path_factory.mktemp("prometheus")
     start = int(time.time()) // 3600 * 3600 - 3 * 3600
     times = [start + step * STEP for step in range(MINUTES * 60 // STEP + 1)]
-    (directory / "input.om").write_text("\n".join([*istio(times), *engines(times), "# EOF"]) + "\n")
-    done = subprocess.run(
-        [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(directory / "input.om"), str(directory / "data")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    settings = directory / "prometheus.yml"
-    settings.write_text("global:\n  scrape_interval: 15s\n")
-    with prometheus(directory, settings) as running:
+    with prometheus(
+        directory, backfilled_series(directory, "\n".join([*istio(times), *engines(times), "# EOF"]) + "\n")
+    ) as running:
         yield running, start
 
 

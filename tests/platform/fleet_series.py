@@ -10,13 +10,12 @@ only 96 % of its pairs, so the fleet's verdicts are mixed, as a real fleet's are
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.platform.prometheus_harness import PROMTOOL
+from tests.platform.prometheus_harness import backfilled
 
 NAMESPACE = "service"
 STEP = 15  # seconds between samples, as the platform scrapes
@@ -108,17 +107,4 @@ def openmetrics(models: int, start: int, minutes: int) -> str:
 def backfill(directory: Path, models: int, start: int, minutes: int) -> Path:
     """The fleet's series written as TSDB blocks under directory/data, ready for Prometheus to open;
     the Prometheus configuration file (no scrape jobs: the data is all there is)."""
-    source = directory / "fleet.om"
-    source.write_text(openmetrics(models, start, minutes))
-    done = subprocess.run(
-        [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(source), str(directory / "data")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"promtool could not backfill the fleet: {done.stderr}")
-    source.unlink()
-    config = directory / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 15s\n")
-    return config
+    return backfilled(directory, openmetrics(models, start, minutes))

@@ -59,6 +59,25 @@ def config_file(directory: Path, jobs: list[dict[str, Any]], scrape_interval: st
     return path
 
 
+def backfilled(directory: Path, openmetrics: str) -> Path:
+    """Series (OpenMetrics text, ending in # EOF) written as TSDB blocks under directory/data by
+    promtool; the configuration file of a Prometheus with no scrape jobs, which serves only them."""
+    source = directory / "series.om"
+    source.write_text(openmetrics)
+    done = subprocess.run(
+        [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(source), str(directory / "data")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"promtool could not backfill the series: {done.stderr}")
+    source.unlink()
+    config = directory / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 15s\n")
+    return config
+
+
 @dataclass(frozen=True)
 class RunningPrometheus:
     url: str

@@ -185,18 +185,22 @@ def test_istiod_routes_to_pools_and_the_pinned_crds_are_applied(plain_http: Path
 
 def test_istiods_own_chart_renders_the_switch_into_its_container(tmp_path: Path) -> None:
     """The value goes where the pinned istiod chart puts it: the discovery container's env."""
-    values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump(istiod_values(inference_extension=True)))
-    tarball = charts_dir() / f"{pins.ISTIOD.chart}-{pins.ISTIOD.version}.tgz"
-    text = subprocess.run(
-        [str(find_helm()), "template", "istiod", str(tarball), "-n", "istio-system", "-f", str(values)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    (deployment,) = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "Deployment"]
+    objects = helm_template(pins.ISTIOD, "istiod", "istio-system", istiod_values(inference_extension=True), tmp_path)
+    (deployment,) = [d for d in objects if d["kind"] == "Deployment"]
     (discovery,) = deployment["spec"]["template"]["spec"]["containers"]
     assert {"name": INFERENCE_EXTENSION_ENV, "value": "true"} in discovery["env"]
+
+
+def helm_template(
+    pin: pins.ChartPin, release: str, namespace: str, values: dict[str, Any], tmp_path: Path
+) -> list[dict[str, Any]]:
+    """The pinned chart's objects as real Helm renders them with `values`."""
+    path = tmp_path / f"{release}-values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    tarball = charts_dir() / f"{pin.chart}-{pin.version}.tgz"
+    command = [str(find_helm()), "template", release, str(tarball), "-n", namespace, "-f", str(path)]
+    text = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return [d for d in yaml.safe_load_all(text) if d]
 
 
 # --- the pickers, against the pinned picker's source and chart ----------------------------------
@@ -252,17 +256,8 @@ def test_the_default_scorers_are_the_charts_default_profile() -> None:
     assert [s.type for s in DEFAULT_SCORERS] == [name for name, _ in upstream]
 
 
-def helm_template(values: dict[str, Any], tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "values.yaml"
-    path.write_text(yaml.safe_dump(values))
-    tarball = charts_dir() / f"{pins.INFERENCE_POOL.chart}-{pins.INFERENCE_POOL.version}.tgz"
-    text = subprocess.run(
-        [str(find_helm()), "template", "chat-v1", str(tarball), "-n", "llm", "-f", str(path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [d for d in yaml.safe_load_all(text) if d]
+def pool_template(values: dict[str, Any], tmp_path: Path) -> list[dict[str, Any]]:
+    return helm_template(pins.INFERENCE_POOL, "chat-v1", "llm", values, tmp_path)
 
 
 def picker_args(objects: list[dict[str, Any]]) -> list[str]:
@@ -277,7 +272,7 @@ def given_flags(arguments: list[str]) -> set[str]:
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_the_charts_picker_gets_only_flags_the_picker_accepts(engine: Any, tmp_path: Path) -> None:
-    objects = helm_template(chart_values(InferencePoolSpec(), engine, {"app": "x"}, 8000), tmp_path)
+    objects = pool_template(chart_values(InferencePoolSpec(), engine, {"app": "x"}, 8000), tmp_path)
     given = given_flags(picker_args(objects))
     # zap's flags are controller-runtime's (BindFlags), not options.go's.
     assert given - {"zap-encoder"} <= options_flags()
@@ -292,7 +287,7 @@ def test_the_charts_own_sglang_type_would_give_the_picker_flags_it_refuses(tmp_p
     the chart's sglang type sets metric flags that the v1.4.0 picker refuses at start."""
     values = chart_values(InferencePoolSpec(), "sglang", {"app": "x"}, 30000)
     values["inferencePool"]["modelServerType"] = "sglang"
-    assert given_flags(picker_args(helm_template(values, tmp_path))) & deprecated_metric_flags()
+    assert given_flags(picker_args(pool_template(values, tmp_path))) & deprecated_metric_flags()
 
 
 def test_sglangs_picker_reads_its_gauges_through_the_data_layer() -> None:
