@@ -4,11 +4,14 @@ and one Pipeline per inference graph."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
 from inference_platform.kube import register
+from inference_platform.platform.keda import KedaRef
+from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Workload
 from inference_platform.serving.inference_service import InferenceService, InferenceServiceArgs
 from inference_platform.serving.inference_service.args import model_workload, service_fqdn
@@ -17,7 +20,6 @@ from inference_platform.serving.model_storage import StorageAccess
 from inference_platform.serving.payload_capture import COMPARATOR, ComparatorRef
 from inference_platform.serving.payload_comparator import PayloadComparator, PayloadComparatorArgs
 from inference_platform.serving.pipeline import Pipeline, PipelineArgs, PipelineSpec
-from inference_platform.serving.runtimes import ModelSpec
 from inference_platform.stack.config import StackConfig
 
 STORAGE_SECRET = "model-storage-credentials"
@@ -36,44 +38,101 @@ def storage_secret(config: StackConfig) -> dict[str, Any] | None:
     }
 
 
-def deploy_models(
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the models and pipelines of the environment need to know of one model or pipeline that
+    may live in another stack (a shard's neighbour): how it is reached, what it calls, and, for a
+    model, where one inference request goes and what it looks like (a pipeline's steps)."""
+
+    workload: Workload
+    calls: tuple[str, ...]
+    inference_path: str | None = None
+    example_body: Any = None
+
+
+@dataclass(frozen=True)
+class ServingContext:
+    """What the stack's models are deployed against, beside their own config: the platform's
+    autoscaling and scraping, and every model and pipeline of the environment by name."""
+
+    keda: KedaRef | None
+    scraper: MetricsScraper | None
+    directory: Mapping[str, ModelFacts]
+    call_edges: tuple[tuple[str, str], ...]
+    """(caller, callee) for every declared call of the environment, in the environment's order."""
+
+
+def serving_context(config: StackConfig) -> ServingContext:
+    """The context of a stack holding every model of its environment (one stack, or a platform
+    stack reading its shards)."""
+    add_on = config.http_add_on
+    directory: dict[str, ModelFacts] = {
+        model.name: ModelFacts(
+            model_workload(model, config.namespace, add_on if model.autoscaling.scales_to_zero else None),
+            tuple(model.calls),
+            model.inference_path,
+            model.example_request().body,
+        )
+        for model in config.models
+    }
+    for spec in config.pipelines:
+        args = pipeline_args(config.namespace, config, spec, directory, config.keda)
+        directory[spec.name] = ModelFacts(args.workload(), tuple(spec.models))
+    scraper = config.platform.prometheus.scraper if config.platform.prometheus.enabled else None
+    return ServingContext(config.keda, scraper, directory, tuple(config.call_edges()))
+
+
+def deploy_namespace(
     config: StackConfig, platform: list[pulumi.Resource], parent: pulumi.Resource | None = None
-) -> dict[str, Any]:
-    """One InferenceService per model and one Pipeline per graph, after `platform` (istiod) is ready
-    for Istio objects; returns the `models` (and `pipelines`) stack outputs."""
+) -> list[pulumi.Resource]:
+    """The models' namespace with its mesh and network defaults, the storage credentials and the
+    payload comparator: what every model of the namespace shares; what models wait for."""
     namespace = ModelNamespace(
         config.namespace,
         ModelNamespaceArgs(name=config.namespace),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=platform),
     )
     dependencies: list[pulumi.Resource] = [namespace, *platform]
-    access: StorageAccess | None = None
     secret = storage_secret(config)
-    if config.storage is not None:
-        access = config.storage.access(STORAGE_SECRET)
     if secret is not None:
         dependencies.append(register(secret, pulumi.ResourceOptions(parent=parent, depends_on=[namespace])))
-    models = {model.name: model for model in config.models}
-    keda, add_on = config.keda, config.http_add_on
-    workloads = {
-        name: model_workload(model, config.namespace, add_on if model.autoscaling.scales_to_zero else None)
-        for name, model in models.items()
-    }
-    routers = {spec.name: pipeline_args(config, spec, models, workloads) for spec in config.pipelines}
-    workloads |= {name: args.workload() for name, args in routers.items()}
-    scraper = config.platform.prometheus.scraper if config.platform.prometheus.enabled else None
-    edges = config.call_edges()
-    after = pulumi.ResourceOptions(parent=parent, depends_on=dependencies)
     compared = [model for model in config.models if model.analysis.payloads.enabled]
-    comparator = ComparatorRef(namespace=config.namespace) if compared else None
     if compared:
+        scraper = config.platform.prometheus.scraper if config.platform.prometheus.enabled else None
         comparator_args = PayloadComparatorArgs(
             namespace=config.namespace,
             models=compared,
             config=config.platform.payload_comparator,
             metrics_scraper=scraper,
         )
-        PayloadComparator(COMPARATOR, comparator_args, opts=after)
+        PayloadComparator(
+            COMPARATOR, comparator_args, opts=pulumi.ResourceOptions(parent=parent, depends_on=dependencies)
+        )
+    return dependencies
+
+
+def deploy_models(
+    config: StackConfig, platform: list[pulumi.Resource], parent: pulumi.Resource | None = None
+) -> dict[str, Any]:
+    """One InferenceService per model and one Pipeline per graph, after `platform` (istiod) is ready
+    for Istio objects; returns the `models` (and `pipelines`) stack outputs."""
+    dependencies = deploy_namespace(config, platform, parent)
+    return deploy_workloads(config, serving_context(config), dependencies, parent)
+
+
+def deploy_workloads(
+    config: StackConfig,
+    context: ServingContext,
+    dependencies: list[pulumi.Resource],
+    parent: pulumi.Resource | None = None,
+) -> dict[str, Any]:
+    """The stack's own models and pipelines (`config`'s), against `context`: the environment's."""
+    access: StorageAccess | None = None
+    if config.storage is not None:
+        access = config.storage.access(STORAGE_SECRET)
+    directory = context.directory
+    after = pulumi.ResourceOptions(parent=parent, depends_on=dependencies)
+    comparator = ComparatorRef(namespace=config.namespace)
     services = {
         model.name: InferenceService(
             model.name,
@@ -86,10 +145,10 @@ def deploy_models(
                 gpu_nodes=config.platform.gpu_nodes,
                 npu_nodes=config.platform.npu_nodes,
                 storage=access,
-                metrics_scraper=scraper,
-                callers=[workloads[caller] for caller, callee in edges if callee == model.name],
-                callees=[workloads[callee] for callee in model.calls],
-                keda=keda,
+                metrics_scraper=context.scraper,
+                callers=[directory[caller].workload for caller, callee in context.call_edges if callee == model.name],
+                callees=[directory[callee].workload for callee in model.calls],
+                keda=context.keda,
                 comparator=comparator if model.analysis.payloads.enabled else None,
                 network=config.platform.network,
             ),
@@ -99,12 +158,18 @@ def deploy_models(
     }
     outputs: dict[str, Any] = {
         "models": {
-            name: {"urls": svc.urls, "curl": svc.curl, "weights": svc.weights, "mirrors": svc.mirrors}
-            | ({"adapters": svc.adapters} if models[name].served_adapters else {})
-            for name, svc in services.items()
+            model.name: {"urls": svc.urls, "curl": svc.curl, "weights": svc.weights, "mirrors": svc.mirrors}
+            | ({"adapters": svc.adapters} if model.served_adapters else {})
+            for model in config.models
+            for svc in (services[model.name],)
         }
     }
-    pipelines = {name: Pipeline(name, args, opts=after) for name, args in routers.items()}
+    pipelines = {
+        spec.name: Pipeline(
+            spec.name, pipeline_args(config.namespace, config, spec, directory, context.keda), opts=after
+        )
+        for spec in config.pipelines
+    }
     if pipelines:
         outputs["pipelines"] = {
             name: {"urls": p.urls, "curl": p.curl, "models": p.models} for name, p in pipelines.items()
@@ -113,20 +178,21 @@ def deploy_models(
 
 
 def pipeline_args(
-    config: StackConfig, spec: PipelineSpec, models: Mapping[str, ModelSpec], workloads: Mapping[str, Workload]
+    namespace: str, config: StackConfig, spec: PipelineSpec, directory: Mapping[str, ModelFacts], keda: KedaRef | None
 ) -> PipelineArgs:
     """A pipeline placed beside the models it calls, with each model step's URL in the cluster."""
+    first = spec.first_model()
     return PipelineArgs(
         pipeline=spec,
-        namespace=config.namespace,
+        namespace=namespace,
         domain=config.domain,
         gateway=config.platform.ingress.gateway,
         url_scheme=config.platform.ingress.url_scheme,
         metrics_scraper=config.platform.prometheus.scraper if config.platform.prometheus.enabled else None,
-        callees=[workloads[name] for name in spec.models],
+        callees=[directory[name].workload for name in spec.models],
         step_urls={
-            name: f"http://{service_fqdn(name, config.namespace)}{models[name].inference_path}" for name in spec.models
+            name: f"http://{service_fqdn(name, namespace)}{directory[name].inference_path}" for name in spec.models
         },
-        example_body=models[first].example_request().body if (first := spec.first_model()) else None,
-        keda=config.keda,
+        example_body=directory[first].example_body if first else None,
+        keda=keda,
     )
