@@ -13,6 +13,7 @@ if __spec__ is not None and __spec__.name == "infra.__main__":
 
     sys.exit(main())
 else:
+    from inference_platform.cli.environment import read_project_stack
     from inference_platform.stack.program import run
 
-    run()
+    run(read_project_stack)

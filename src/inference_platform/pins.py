@@ -43,6 +43,9 @@ KSERVE_ROUTER_IMAGE = "docker.io/kserve/router:v0.20.0"
 # published by .github/workflows/comparator-image.yml on a `comparator-v<version>` tag; the tag
 # is the package's version (tests hold the two together).
 COMPARATOR_IMAGE = "ghcr.io/inference-platform/inference-comparator:0.1.0"
+# Gathers labelled ConfigMaps into a directory: Prometheus' rule files that shards write (the same
+# image and version Grafana's pinned chart gathers dashboards with; a test holds them equal).
+K8S_SIDECAR_IMAGE = "quay.io/kiwigrid/k8s-sidecar:2.10.1"
 # HAMi's Ascend device plugin (Project-HAMi/ascend-device-plugin v1.4.0; HAMi's chart has none):
 # the node side of Ascend NPUs, as upstream's ascend-device-plugin.yaml names its image.
 ASCEND_DEVICE_PLUGIN_IMAGE = "docker.io/projecthami/ascend-device-plugin:v1.4.0"

@@ -6,9 +6,12 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pulumi
 from pydantic import ValidationError
@@ -33,18 +36,27 @@ from inference_platform.cli.charts import (
     expand_manifests,
 )
 from inference_platform.cli.diff import diff_renders, markdown_report, truncated
+from inference_platform.cli.environment import read_environment, read_shard
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.project import ProgramNotFoundError, project_name
 from inference_platform.cli.promote import Promotion, PromotionError, parse_assignments, promote
 from inference_platform.cli.registered import COMPONENT, PIPELINE, registered_capacity, registered_urls
 from inference_platform.cli.render import RenderResult, run_program
-from inference_platform.cli.render_files import chart_documents, is_chart, render_texts, write_render
+from inference_platform.cli.render_files import (
+    OUTPUTS,
+    chart_documents,
+    is_chart,
+    read_render,
+    render_texts,
+    write_render,
+)
 from inference_platform.cli.schema import stack_file_schema
 from inference_platform.cli.stack_file import StackFile, read_stack_config, read_stack_file
 from inference_platform.config.base import validation_config_error
-from inference_platform.config.errors import ConfigError
+from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.serving.analysis_spec import AnalysisSpec
-from inference_platform.stack.config import PROJECT, UNIONS, StackConfig
+from inference_platform.stack import fleet
+from inference_platform.stack.config import PROJECT, UNIONS, StackConfig, decode_value, project_values
 
 
 class _Console(Console):
@@ -65,16 +77,18 @@ def _render(args: argparse.Namespace) -> ExitCode:
     config_path = Path(args.config or f"Pulumi.{args.stack}.yaml")
     out_dir = Path(args.out or f"build/{args.stack}")
     config: StackConfig | None = None
+    stack_outputs: dict[str, dict[str, Any]] = {}
+    kind: fleet.StackKind = "single"
     try:
         project = project_name() or PROJECT
         if project == PROJECT:
             stack_file: StackFile | None
-            stack_file, config = read_stack_config(config_path)
+            kind, stack_file, config = _stack_of_kind(args, config_path, out_dir, stack_outputs)
         else:
             # Another project's program composing the library: its stack file, when it has one, is
             # its own config (under its own namespace), not this program's; none is needed.
             stack_file = read_stack_file(config_path) if args.config or config_path.is_file() else None
-        result = run_program(args.stack, stack_file, project=project)
+        result = run_program(args.stack, stack_file, project=project, stack_outputs=stack_outputs)
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
         return ExitCode.CONFIG_ERROR
@@ -106,10 +120,74 @@ def _render(args: argparse.Namespace) -> ExitCode:
             why_not = f"not expanded: {error}"
     write_render(render_texts(result, chart_objects), out_dir)
     _print_summary(result, chart_objects, args.stack, out_dir, args.verbose)
-    # The plan of what the program registered (its InferenceServices), whatever composed them.
-    _print_capacity(registered_capacity(result))
+    # The plan of what the program registered (its InferenceServices), whatever composed them; a
+    # platform stack's is its whole environment's, whose models its shards register.
+    _print_capacity(config.capacity() if kind == "platform" and config is not None else registered_capacity(result))
     if why_not is not None and (result.charts or result.config_files):
         print(f"Charts {why_not}")
+    if kind == "platform" and args.shards and config is not None:
+        return _render_shards(args, config_path, out_dir, config.shards or [])
+    return ExitCode.OK
+
+
+def _stack_of_kind(
+    args: argparse.Namespace, config_path: Path, out_dir: Path, stack_outputs: dict[str, dict[str, Any]]
+) -> tuple[fleet.StackKind, StackFile, StackConfig]:
+    """The stack's kind, file and validated config: a whole environment's for a platform stack (its
+    shards' files beside it), a shard's on its platform stack's render (whose outputs it adds to
+    `stack_outputs`, for its StackReference)."""
+    kind = fleet.stack_kind(project_values(read_stack_file(config_path).config))
+    if kind == "platform":
+        return kind, *read_environment(config_path, args.stack)
+    if kind == "shard":
+        platform, outputs = _platform_outputs(args, config_path, out_dir)
+        stack_outputs[platform] = outputs
+        return kind, *read_shard(config_path, args.stack, outputs)
+    return kind, *read_stack_config(config_path)
+
+
+def _platform_outputs(args: argparse.Namespace, config_path: Path, out_dir: Path) -> tuple[str, dict[str, Any]]:
+    """A shard's platform stack's name and outputs, from that stack's render (`--platform-render`,
+    by default the render directory's sibling named after the platform stack)."""
+    values = project_values(read_stack_file(config_path).config)
+    platform = fleet.platform_stack_name(str(decode_value(values.get(fleet.PLATFORM_STACK_KEY))))
+    directory = Path(args.platform_render) if args.platform_render else out_dir.parent / platform
+    if not (directory / OUTPUTS).is_file():
+        raise ConfigError(
+            [
+                Problem(
+                    "",
+                    f"{config_path}: a shard reads its platform stack's outputs, and {directory} holds no render "
+                    f"of it: render {platform} first (infra render --stack {platform}), or name its render "
+                    "with --platform-render",
+                )
+            ]
+        )
+    return platform, read_render(directory)[2]
+
+
+def _render_shards(args: argparse.Namespace, config_path: Path, out_dir: Path, shards: list[str]) -> ExitCode:
+    """Each shard of a platform stack rendered beside its render, in parallel processes (as many as
+    there are cores), each reading the platform's render for its StackReference."""
+
+    def command(shard: str) -> list[str]:
+        line = [sys.executable, "-m", "inference_platform", "render", "--stack", shard]
+        line += ["--config", str(config_path.parent / f"Pulumi.{shard}.yaml"), "--out", str(out_dir.parent / shard)]
+        line += ["--platform-render", str(out_dir)]
+        if args.no_charts:
+            line.append("--no-charts")
+        if args.charts_dir:
+            line += ["--charts-dir", args.charts_dir]
+        if args.manifests_dir:
+            line += ["--manifests-dir", args.manifests_dir]
+        return line
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        done = list(pool.map(lambda shard: subprocess.run(command(shard), check=False), shards))
+    failed = [shard for shard, run in zip(shards, done, strict=True) if run.returncode != 0]
+    if failed:
+        print(f"render: shards failed: {', '.join(failed)}", file=sys.stderr)
+        return ExitCode(max(run.returncode for run in done))
     return ExitCode.OK
 
 
@@ -351,6 +429,17 @@ def parser() -> argparse.ArgumentParser:
     )
     render.add_argument(
         "--verbose", action="store_true", help=f"list every component and model, even above {LISTED_COMPONENTS}"
+    )
+    render.add_argument(
+        "--platform-render",
+        metavar="DIR",
+        help="for a shard: its platform stack's render, whose outputs stand for the StackReference "
+        "(default: the sibling of --out named after the platform stack)",
+    )
+    render.add_argument(
+        "--shards",
+        action="store_true",
+        help="for a platform stack: render its shards too, beside it, in parallel (the whole environment)",
     )
     render.set_defaults(handler=_render)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import runpy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ import pulumi.runtime.settings
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor, MockResourceArgs, Mocks
 
+from inference_platform.cli.environment import STACK_DIR_ENV
 from inference_platform.cli.project import project_program
 from inference_platform.cli.stack_file import StackFile
 from inference_platform.stack.config import PROJECT
@@ -107,8 +109,20 @@ def mask(value: Any) -> Any:
     return SECRET_MASK
 
 
+STACK_REFERENCE_TYPE = "pulumi:pulumi:StackReference"
+
+
 class RecordingMocks(Mocks):
+    def __init__(self, stack_outputs: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.stack_outputs = dict(stack_outputs or {})
+        """Other stacks' outputs by stack name: what a StackReference to one of them reads (a
+        platform stack's render, for its shards). A stack not here has none."""
+
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
+        if args.typ == STACK_REFERENCE_TYPE:
+            name = str(args.inputs.get("name", args.name))
+            outputs = self.stack_outputs.get(name) or self.stack_outputs.get(name.rsplit("/", 1)[-1]) or {}
+            return name, {"name": name, "outputs": dict(outputs), "secretOutputNames": []}
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: Any) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
@@ -185,14 +199,38 @@ def batch_gc() -> Iterator[None]:
 
 
 def run_program(
-    stack: str, stack_file: StackFile | None, program: Path | None = None, project: str = PROJECT
+    stack: str,
+    stack_file: StackFile | None,
+    program: Path | None = None,
+    project: str = PROJECT,
+    stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> RenderResult:
     """Run the program's entry point (the project's, by default) under mocks with the stack file's
-    config (none without one), as the Pulumi project `project`."""
+    config (none without one), as the Pulumi project `project`; a StackReference reads the stack's
+    outputs in `stack_outputs`. The program finds the environment's other stack files beside the
+    stack file, as under `pulumi up` it finds them in the project's directory."""
     entry_point = program or project_program()
     config, secret_keys = (stack_file.config, stack_file.secret_keys) if stack_file is not None else ({}, [])
-    with batch_gc():
-        return record(lambda: _run_entry_point(entry_point), stack, config, secret_keys, project)
+    directory = str(stack_file.path.resolve().parent) if stack_file is not None else None
+    with batch_gc(), _environment(STACK_DIR_ENV, directory):
+        return record(
+            lambda: _run_entry_point(entry_point), stack, config, secret_keys, project, stack_outputs=stack_outputs
+        )
+
+
+@contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """An environment variable set for the length of the block (left alone for None)."""
+    before = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def _discard(_: object) -> None:
@@ -205,6 +243,8 @@ def record(
     config: Mapping[str, str] | None = None,
     secret_keys: Sequence[str] = (),
     project: str = PROJECT,
+    *,
+    stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> RenderResult:
     """Run `program` the way the language host runs one (inside run_in_stack, with the stack's
     config set), under mocks that record every registration instead of talking to a cluster."""
@@ -213,7 +253,7 @@ def record(
     asyncio.set_event_loop(loop)
     try:
         pulumi.runtime.set_all_config(dict(config or {}), list(secret_keys))
-        mocks = RecordingMocks()
+        mocks = RecordingMocks(stack_outputs)
         pulumi.runtime.set_mocks(
             mocks, project=project, stack=stack, preview=False, monitor=RecordingMonitor(mocks, result)
         )

@@ -43,6 +43,8 @@ class Problem:
     """The path as keys and indexes, where it is known exactly (pydantic's); else parsed from `path`."""
     position: str = field(default="", compare=False)
     """Where in the stack file the problem is (`Pulumi.prod.yaml:42:11`), when it came from one."""
+    stack: str = field(default="", compare=False)
+    """The stack whose file holds it, in an environment of several stacks (empty: the stack's own)."""
 
     @property
     def keys(self) -> Loc:
@@ -50,7 +52,8 @@ class Problem:
 
     def __str__(self) -> str:
         text = f"{self.path}: {self.message}" if self.path else self.message
-        return printable(f"{self.position}: {text}" if self.position else text)
+        where = self.position or (f"stack {self.stack}" if self.stack else "")
+        return printable(f"{where}: {text}" if where else text)
 
 
 INCOMPLETE = "more problems may follow once these are fixed: some checks need settings that did not parse"

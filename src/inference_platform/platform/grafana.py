@@ -24,6 +24,10 @@ PROVIDER = "inference-platform"
 HOST_PREFIX = "grafana"
 # The platform Prometheus as Grafana knows it: the dashboards' panels name it (analysis/dashboards.py).
 DATASOURCE_UID = "inference-prometheus"
+# Dashboards that shards write as ConfigMaps (an environment of several stacks), labelled so in
+# Grafana's namespace: the chart's own sidecar gathers them into the provider's folder.
+DASHBOARDS_LABEL = "grafana_dashboard"
+DASHBOARDS_LABEL_VALUE = "inference-platform"
 
 
 class GrafanaConfig(ConfigModel):
@@ -48,6 +52,11 @@ class GrafanaArgs(ConfigModel):
     create_namespace: bool = Field(description="False when Prometheus' namespace, which exists already.")
     gateway: str | None = Field(default=None, description="<namespace>/<name> of the shared Gateway, when exposed.")
     url_scheme: str = "http"
+    dashboards_from_config_maps: bool = Field(
+        default=False,
+        description="Also load the dashboards other stacks write as ConfigMaps labelled DASHBOARDS_LABEL in "
+        "Grafana's namespace (an environment's shards), through the chart's sidecar.",
+    )
 
 
 def dashboard_json(document: dict[str, Any]) -> str:
@@ -109,6 +118,25 @@ def grafana_values(args: GrafanaArgs) -> dict[str, Any]:
     }
 
 
+def dashboards_sidecar(args: GrafanaArgs) -> dict[str, Any]:
+    """The chart's dashboards sidecar, gathering labelled ConfigMaps of Grafana's namespace into the
+    provider's folder; it watches them through the API (the chart's Role lets it)."""
+    return {
+        "automountServiceAccountToken": True,
+        "sidecar": {
+            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
+            "dashboards": {
+                "enabled": True,
+                "label": DASHBOARDS_LABEL,
+                "labelValue": DASHBOARDS_LABEL_VALUE,
+                "searchNamespace": args.config.namespace,
+                "folder": f"/var/lib/grafana/dashboards/{PROVIDER}-shards",
+                "provider": {"name": f"{PROVIDER}-shards", "folder": "Inference", "allowUiUpdates": False},
+            },
+        },
+    }
+
+
 def virtual_service(args: GrafanaArgs) -> dict[str, Any]:
     """grafana.<domain> on the shared Gateway, to the chart's Service."""
     namespace = args.config.namespace
@@ -145,7 +173,10 @@ class Grafana(pulumi.ComponentResource):
         config = args.config
         if config.admin_password is None:
             raise ValueError("platform.grafana.adminPassword is required (the stack config checks this first)")
-        values = merge_values(grafana_values(args), config.values)
+        values = grafana_values(args)
+        if args.dashboards_from_config_maps:
+            values = merge_values(values, dashboards_sidecar(args))
+        values = merge_values(values, config.values)
         after = dependencies(opts)
         waits = [*after, *own_namespace(config.namespace, self, create=args.create_namespace)]
         secret = {

@@ -168,6 +168,53 @@ CONTAINER_SECURITY = {
 }
 
 
+# Rule files that shards write as ConfigMaps (an environment of several stacks): labelled so in
+# Prometheus' namespace, gathered by a sidecar into a directory the server loads and its reloader
+# watches. The sidecar is the image Grafana's pinned chart gathers dashboards with.
+RULES_LABEL = "inference-platform.io/prometheus-rules"
+RULES_DIRECTORY = "/etc/prometheus/shards"
+RULES_VOLUME = "shard-rules"
+RULES_SIDECAR = "shard-rules"
+
+
+def rules_sidecar(config: PrometheusConfig) -> dict[str, Any]:
+    """The chart values that load every rule ConfigMap labelled RULES_LABEL in Prometheus' namespace."""
+    mount = {"name": RULES_VOLUME, "mountPath": RULES_DIRECTORY}
+    sidecar = {
+        "image": pins.K8S_SIDECAR_IMAGE,
+        "env": [
+            {"name": "LABEL", "value": RULES_LABEL},
+            {"name": "LABEL_VALUE", "value": "true"},
+            {"name": "FOLDER", "value": RULES_DIRECTORY},
+            {"name": "NAMESPACE", "value": config.namespace},
+            {"name": "RESOURCE", "value": "configmap"},
+        ],
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
+        "securityContext": CONTAINER_SECURITY,
+        "volumeMounts": [mount],
+    }
+    return {
+        "server": {
+            "sidecarContainers": {RULES_SIDECAR: sidecar},
+            "extraVolumes": [{"name": RULES_VOLUME, "emptyDir": {}}],
+            "extraVolumeMounts": [mount | {"readOnly": True}],
+        },
+        "configmapReload": {
+            "prometheus": {"extraVolumeDirs": [RULES_DIRECTORY], "extraVolumeMounts": [mount | {"readOnly": True}]}
+        },
+        # The chart's two files (which hold the platform's own rules), and the shards'.
+        "serverFiles": {
+            "prometheus.yml": {
+                "rule_files": [
+                    "/etc/config/recording_rules.yml",
+                    "/etc/config/alerting_rules.yml",
+                    f"{RULES_DIRECTORY}/*.yml",
+                ]
+            }
+        },
+    }
+
+
 def prometheus_values(config: PrometheusConfig, rules: RuleFiles | None = None) -> dict[str, Any]:
     volume: dict[str, Any] = {"enabled": True, "size": str(config.storage_size)}
     if config.storage_class is not None:
@@ -217,6 +264,11 @@ class RuleFiles:
 class PrometheusArgs(ConfigModel):
     config: PrometheusConfig = Field(default_factory=PrometheusConfig)
     rules: RuleFiles | None = Field(default=None, description="Rule files to load; none by default.")
+    rules_from_config_maps: bool = Field(
+        default=False,
+        description="Also load the rule files other stacks write as ConfigMaps labelled with RULES_LABEL in "
+        "Prometheus' namespace (an environment's shards).",
+    )
 
 
 class Prometheus(pulumi.ComponentResource):
@@ -226,7 +278,10 @@ class Prometheus(pulumi.ComponentResource):
         super().__init__("inference-platform:platform:Prometheus", name, None, opts)
         config = args.config
         waits = own_namespace(config.namespace, self)
-        values = merge_values(prometheus_values(config, args.rules), config.values)
+        values = prometheus_values(config, args.rules)
+        if args.rules_from_config_maps:
+            values = merge_values(values, rules_sidecar(config))
+        values = merge_values(values, config.values)
         chart(RELEASE, pins.PROMETHEUS, config.namespace, values, pulumi.ResourceOptions(parent=self, depends_on=waits))
         self.url = pulumi.Output.from_input(f"{config.url}:{SERVER_PORT}")
         self.register_outputs({"url": self.url})

@@ -1102,6 +1102,10 @@ class InferencePlatformArgs(TypedDict):
     """The cluster-wide pieces models run on; each can be switched off."""
     storage: NotRequired[StorageCredentials]
     """Credentials for downloading model files; store the values as Pulumi secrets."""
+    shards: NotRequired[list[str]]
+    """A platform stack: the stacks holding the environment's models (shards), each naming this one as its platformStack. The platform stack holds no models itself."""
+    platform_stack: NotRequired[str]
+    """A shard: the platform stack it runs on, as a StackReference names it (<org>/<project>/<stack>); its domain, namespace, platform and storage are that stack's. Only models and pipelines beside it."""
 
 
 class ModelNamespaceArgs(TypedDict):

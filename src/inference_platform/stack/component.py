@@ -11,6 +11,7 @@ from typing import Any
 
 import pulumi
 
+from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.stack.config import StackConfig
 from inference_platform.stack.deploy import deploy
 
@@ -28,6 +29,10 @@ class InferencePlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
+        fleet_keys = [key for key, value in (("shards", args.shards), ("platformStack", args.platform_stack)) if value]
+        if fleet_keys:
+            message = "a whole environment in one component: platform stacks and shards are the program's own stacks"
+            raise ConfigError([Problem(key, message, (key,)) for key in fleet_keys])
         outputs = deploy(args, parent=self)
         self.platform = pulumi.Output.from_input(outputs["platform"])
         self.models = pulumi.Output.from_input(outputs["models"])

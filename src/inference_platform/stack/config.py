@@ -7,6 +7,7 @@ the offline render and `pulumi up` validate exactly the same input the same way.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -53,12 +54,16 @@ from inference_platform.serving.model_storage import StorageCredentials, needs_s
 from inference_platform.serving.payload_comparator import PayloadComparatorConfig
 from inference_platform.serving.pipeline.spec import PipelineSpec
 from inference_platform.serving.runtimes import RUNTIME_UNION, ModelSpec
+from inference_platform.stack.elsewhere import elsewhere
 
 PROJECT = "inference-platform"
 # The discriminated unions a stack's config holds (for reports of their problems).
 UNIONS = (RUNTIME_UNION, GPU_MODE_UNION)
 
 MAX_HOST_LENGTH = 253
+# Pulumi's stack names, and a StackReference's fully qualified name (<org>/<project>/<stack>).
+StackName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
+StackReferenceName = Annotated[str, Field(pattern=r"^([A-Za-z0-9_.-]{1,100}/){0,2}[A-Za-z0-9_.-]{1,100}$")]
 # A Gateway API Gateway holds at most 64 listeners; one is the plain HTTP listener.
 MAX_GATEWAY_LISTENERS = 64
 MAX_TLS_POOL_MODELS = MAX_GATEWAY_LISTENERS - 1
@@ -216,11 +221,22 @@ class StackConfig(ConfigModel):
     storage: StorageCredentials | None = Field(
         default=None, description="Credentials for downloading model files; store the values as Pulumi secrets."
     )
+    shards: Annotated[list[StackName], Field(min_length=1)] | None = Field(
+        default=None,
+        description="A platform stack: the stacks holding the environment's models (shards), each naming this "
+        "one as its platformStack. The platform stack holds no models itself.",
+    )
+    platform_stack: StackReferenceName | None = Field(
+        default=None,
+        description="A shard: the platform stack it runs on, as a StackReference names it (<org>/<project>/<stack>); "
+        "its domain, namespace, platform and storage are that stack's. Only models and pipelines beside it.",
+    )
 
     @model_validator(mode="after")
     def _check_names(self) -> StackConfig:
         problems = duplicate_problems([m.name for m in self.models], "models[{}].name", "model")
         problems += duplicate_problems([p.name for p in self.pipelines], "pipelines[{}].name", "pipeline")
+        problems += self._neighbour_problems()
         # Objects of different models (and pipelines) must not share a name: model 'a' with
         # version 'b-c' and model 'a-b' with version 'c' would both own a Deployment 'a-b-c'.
         owners: dict[str, tuple[str, str]] = {}
@@ -281,6 +297,40 @@ class StackConfig(ConfigModel):
             return None
         return InferenceRoutes(namespaces=[self.namespace], hosts=[f"{m.name}.{self.domain}" for m in pooled])
 
+    def _neighbour_problems(self) -> list[tuple[str, str]]:
+        """A shard's models and pipelines against the environment's other stacks: a name claimed
+        once, and no object name another stack's objects take."""
+        neighbours = elsewhere().neighbours
+        if not neighbours:
+            return []
+        taken = {name: (owner, n.shard) for owner, n in neighbours.items() for name in n.object_names}
+        problems = []
+        items = [("models", m.name) for m in self.models] + [("pipelines", p.name) for p in self.pipelines]
+        counts = {"models": 0, "pipelines": 0}
+        for kind, name in items:
+            index = counts[kind]
+            counts[kind] += 1
+            if name in neighbours:
+                other = neighbours[name]
+                problems.append(
+                    (
+                        f"{kind}[{index}].name",
+                        f"'{name}' is also a {other.kind} of the stack {other.shard}: a name is one stack's",
+                    )
+                )
+        for owner, _, derived in self._object_names():
+            for name, name_path in derived.items():
+                if name in taken and owner not in neighbours:
+                    other_owner, shard = taken[name]
+                    problems.append(
+                        (
+                            name_path,
+                            f"its objects would be named '{name}', like those of {other_owner} (stack {shard}): "
+                            "rename one",
+                        )
+                    )
+        return problems
+
     def _object_names(self) -> list[tuple[str, str, dict[str, str]]]:
         """Each model and pipeline (its name's path) with the names its objects take, and their paths.
         A repeated name is left out: it is reported as a duplicate."""
@@ -333,16 +383,19 @@ class StackConfig(ConfigModel):
         ]
 
     def _pipeline_problems(self) -> list[tuple[str, str]]:
-        """Every model step names a model of the stack, and none that sleeps is a Hard dependency."""
-        names = {model.name for model in self.models}
+        """Every model step names a model of the stack (or of a neighbour), and none that sleeps is a
+        Hard dependency."""
+        neighbours = elsewhere().models
+        names = {model.name for model in self.models} | set(neighbours)
         sleeping = {model.name for model in self.models if model.autoscaling.scales_to_zero}
+        sleeping |= {name for name, n in neighbours.items() if n.sleeps}
         problems = []
         for i, pipeline in enumerate(self.pipelines):
             for node_name, node in pipeline.nodes.items():
                 for j, step in enumerate(node.steps):
                     path = f"pipelines[{i}].nodes.{node_name}.steps[{j}]"
                     if step.model is not None and step.model not in names:
-                        problems.append((f"{path}.model", f"'{step.model}' is not a model of this stack"))
+                        problems.append((f"{path}.model", f"'{step.model}' is not a model of {self._where}"))
                     elif step.model in sleeping and step.dependency == "Hard":
                         problems.append(
                             (
@@ -358,25 +411,40 @@ class StackConfig(ConfigModel):
     def _call_problems(self) -> list[tuple[str, str]]:
         """Callees must be models of the stack, and calls must not go round in a circle (a request
         would then call itself until it timed out)."""
-        names = {model.name for model in self.models}
+        neighbours = elsewhere().models
+        names = {model.name for model in self.models} | set(neighbours)
         problems = [
-            (f"models[{i}].calls[{j}]", f"'{callee}' is not a model of this stack")
+            (f"models[{i}].calls[{j}]", f"'{callee}' is not a model of {self._where}")
             for i, model in enumerate(self.models)
             for j, callee in enumerate(model.calls)
             if callee not in names
         ]
-        calls = {model.name: [c for c in model.calls if c in names and c != model.name] for model in self.models}
+        calls = {name: [c for c in n.calls if c in names and c != name] for name, n in neighbours.items()}
+        calls |= {model.name: [c for c in model.calls if c in names and c != model.name] for model in self.models}
         index = {model.name: i for i, model in enumerate(self.models)}
         for cycle in find_cycles(calls):
-            caller, callee = cycle[-2], cycle[-1]
+            # Reported at one of this stack's calls on the circle (a neighbour's own circle is its own).
+            mine = [(a, b) for a, b in itertools.pairwise(cycle) if a in index]
+            if not mine:
+                continue
+            caller, callee = mine[-1]
             path = f"models[{index[caller]}].calls[{self.models[index[caller]].calls.index(callee)}]"
             problems.append((path, f"calls go round in a circle: {' -> '.join(cycle)}"))
         return problems
+
+    @property
+    def _where(self) -> str:
+        return "this environment" if self.platform_stack is not None else "this stack"
 
     def call_edges(self) -> list[tuple[str, str]]:
         """(caller, callee) for each declared call: models' `calls`, then each pipeline's models."""
         edges = [(model.name, callee) for model in self.models for callee in model.calls]
         return edges + [(pipeline.name, model) for pipeline in self.pipelines for model in pipeline.models]
+
+    @property
+    def sharded(self) -> bool:
+        """A platform stack: its models are its shards', each of which writes its own alerts and dashboards."""
+        return self.shards is not None
 
     @property
     def http_add_on(self) -> HttpAddOnRef | None:
@@ -486,13 +554,22 @@ class StackConfig(ConfigModel):
         ]
         problems += self._npu_capacity_problems()
         plan = self.capacity()
+        others = elsewhere().gpus
         # Awake, not at the minimum: a version asleep at zero must still be able to wake.
-        if plan.fits_awake is False:
-            awake = "with every version awake" if plan.gpus_awake != plan.gpus_min else "at their minimum replicas"
+        need = plan.gpus_awake + others.awake
+        if plan.declared is not None and need > plan.declared:
+            awake = (
+                "with every version awake"
+                if (plan.gpus_awake, others.awake) != (plan.gpus_min, others.min)
+                else "at their minimum replicas"
+            )
+            beside = (
+                f" ({plan.gpus_awake} here, {others.awake} in the environment's other stacks)" if others.awake else ""
+            )
             problems.append(
                 (
-                    "platform.gpuNodes",
-                    f"the models need {plan.gpus_awake} GPUs {awake}, more than the "
+                    "platform.gpuNodes" if self.platform_stack is None else "models",
+                    f"the models need {need} GPUs {awake}{beside}, more than the "
                     f"{plan.declared} declared ({nodes.count} nodes x {nodes.gpus_per_node}): pods could never all "
                     "schedule; add GPU nodes, or lower replicas or GPU requests",
                 )
@@ -537,17 +614,21 @@ class StackConfig(ConfigModel):
                     )
                 )
         plan = self.capacity()
+        others = elsewhere().npus
         for device, npus in plan.npus.items():
             pool = pools.pool(device)
-            if pool is None or npus.fits("awake") is not False:
+            beside = others.get(device)
+            need = npus.awake + (beside.awake if beside else 0)
+            if pool is None or npus.declared is None or need <= npus.declared:
                 continue
             awake = "with every version awake" if npus.awake != npus.min else "at their minimum replicas"
+            elsewhere_note = f" ({npus.awake} here, {beside.awake} in the environment's other stacks)" if beside else ""
             problems.append(
                 (
-                    "platform.npuNodes.pools",
-                    f"the models need {npus.awake} {device} NPUs {awake}, more than the {npus.declared} declared "
-                    f"({pool.count} nodes x {pool.npus_per_node}): pods could never all schedule; add {device} "
-                    "nodes, or lower replicas or NPU requests",
+                    "platform.npuNodes.pools" if self.platform_stack is None else "models",
+                    f"the models need {need} {device} NPUs {awake}{elsewhere_note}, more than the {npus.declared} "
+                    f"declared ({pool.count} nodes x {pool.npus_per_node}): pods could never all schedule; add "
+                    f"{device} nodes, or lower replicas or NPU requests",
                 )
             )
         return problems

@@ -70,6 +70,22 @@ def _model_metrics_ports(config: StackConfig) -> tuple[int, ...]:
     return tuple(sorted(ports))
 
 
+def edge_ports(config: StackConfig) -> dict[str, tuple[int, ...]]:
+    """The ports the table opens for a stack's models, by what they are for: what a shard's models
+    need the platform stack's table to have opened."""
+    return {
+        "gatewayPorts": _model_serving_ports(config),
+        "metricsPorts": _model_metrics_ports(config),
+        "jwksPorts": _jwks_ports(config),
+        "sleepingPorts": _sleeping_ports(config),
+    }
+
+
+def _sleeping_ports(config: StackConfig) -> tuple[int, ...]:
+    """The HTTP ports of the models that sleep at zero: where the interceptor forwards to."""
+    return tuple(sorted({m.http_port for m in config.models if m.autoscaling.scales_to_zero}))
+
+
 @dataclass
 class EdgeTable:
     """The rows being written for one stack, the peers rows share, and which chart components the
@@ -167,6 +183,8 @@ def grafana_edges(table: EdgeTable) -> None:
     config = table.config.platform.grafana
     pods = Pods.of("grafana", config.namespace, grafana.POD_LABELS)
     table.queries_prometheus(pods, "dashboards query it")
+    if table.config.sharded:
+        table.watches_api(pods, "gathers the shards' dashboards (its sidecar)")
     if config.expose and ingress_gateway.IngressGateway in table.installed:
         gateway_ref = table.config.platform.ingress.gateway
         gateway = Pods.of("ingress-gateway", gateway_ref.namespace, gateway_ref.selector)
@@ -209,8 +227,7 @@ def keda_edges(table: EdgeTable) -> None:
     table.watches_api(interceptor, "watches InterceptorRoutes and endpoints")
     table.watches_api(Pods.of("keda-http-operator", namespace, keda.ADD_ON_OPERATOR_POD_LABELS), "watches routes")
     table.add(table.models, interceptor, (keda.INTERCEPTOR_PROXY_PORT,), "callers reach sleeping models")
-    sleeping = tuple(sorted({m.http_port for m in table.config.models if m.autoscaling.scales_to_zero}))
-    table.add(interceptor, table.models, sleeping, "the interceptor forwards to sleeping models")
+    table.add(interceptor, table.models, _sleeping_ports(table.config), "the interceptor forwards to sleeping models")
     table.scraped(interceptor, (MERGED_METRICS_PORT,), "the interceptor's sidecar")
 
 

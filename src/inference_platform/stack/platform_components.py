@@ -75,10 +75,12 @@ def comparisons(config: StackConfig) -> list[tuple[comparison.Comparison, Analys
 
 def comparison_rules(config: StackConfig) -> RuleFiles:
     """Per-version recording rules (the LLM engines' token latency too, where the stack has any), and
-    alerts comparing each canary and shadow with its primary."""
+    alerts comparing each canary and shadow with its primary. A platform stack's shards write their
+    models' alerts themselves (stack/fleet.py)."""
     payloads = any(model.analysis.payloads.enabled for model in config.models)
     recording = comparison.recording_rules(payloads, comparison.stack_token_histograms(config.models))
-    return RuleFiles(recording, comparison.alert_rules(comparisons(config), pulumi.get_stack()))
+    compared = [] if config.sharded else comparisons(config)
+    return RuleFiles(recording, comparison.alert_rules(compared, pulumi.get_stack()))
 
 
 def _after(opts: pulumi.ResourceOptions, waits: list[pulumi.Resource]) -> pulumi.ResourceOptions:
@@ -99,7 +101,9 @@ def _ingress(name: str, config: StackConfig, _: Installed, opts: pulumi.Resource
 
 
 def _prometheus(name: str, config: StackConfig, _: Installed, opts: pulumi.ResourceOptions) -> Deployed:
-    args = PrometheusArgs(config=config.platform.prometheus, rules=comparison_rules(config))
+    args = PrometheusArgs(
+        config=config.platform.prometheus, rules=comparison_rules(config), rules_from_config_maps=config.sharded
+    )
     prometheus = Prometheus(name, args, opts)
     return Deployed(prometheus, outputs={"prometheus": prometheus.url})
 
@@ -120,7 +124,9 @@ def _prometheus_adapter(name: str, config: StackConfig, installed: Installed, op
 
 def _grafana(name: str, config: StackConfig, installed: Installed, opts: pulumi.ResourceOptions) -> Deployed:
     platform = config.platform
-    dashboards = {c.model: model_dashboard(c, platform.gpu_metrics) for c, _ in comparisons(config)}
+    # A platform stack's shards write their models' dashboards themselves (stack/fleet.py).
+    compared = [] if config.sharded else comparisons(config)
+    dashboards = {c.model: model_dashboard(c, platform.gpu_metrics) for c, _ in compared}
     args = GrafanaArgs(
         config=platform.grafana,
         prometheus_url=f"{platform.prometheus.url}:{SERVER_PORT}",
@@ -129,6 +135,7 @@ def _grafana(name: str, config: StackConfig, installed: Installed, opts: pulumi.
         create_namespace=platform.grafana.namespace != platform.prometheus.namespace,
         gateway=platform.ingress.gateway.qualified_name if platform.grafana.expose else None,
         url_scheme=platform.ingress.url_scheme,
+        dashboards_from_config_maps=config.sharded,
     )
     # istiod (whose webhook checks the VirtualService) and Prometheus (whose namespace it may share).
     prometheus = [installed[Prometheus].component] if Prometheus in installed else []

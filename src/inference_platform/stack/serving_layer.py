@@ -62,9 +62,10 @@ class ServingContext:
     """(caller, callee) for every declared call of the environment, in the environment's order."""
 
 
-def serving_context(config: StackConfig) -> ServingContext:
+def serving_context(config: StackConfig, beside: Mapping[str, ModelFacts] | None = None) -> ServingContext:
     """The context of a stack holding every model of its environment (one stack, or a platform
-    stack reading its shards)."""
+    stack reading its shards); a shard's own, with the environment's other models `beside` it for
+    its pipelines to reach."""
     add_on = config.http_add_on
     directory: dict[str, ModelFacts] = {
         model.name: ModelFacts(
@@ -75,8 +76,9 @@ def serving_context(config: StackConfig) -> ServingContext:
         )
         for model in config.models
     }
+    reachable = {**(beside or {}), **directory}
     for spec in config.pipelines:
-        args = pipeline_args(config.namespace, config, spec, directory, config.keda)
+        args = pipeline_args(config.namespace, config, spec, reachable, config.keda)
         directory[spec.name] = ModelFacts(args.workload(), tuple(spec.models))
     scraper = config.platform.prometheus.scraper if config.platform.prometheus.enabled else None
     return ServingContext(config.keda, scraper, directory, tuple(config.call_edges()))

@@ -1,0 +1,95 @@
+"""The stack files of an environment of several stacks, read the way the CLI reads a stack's.
+
+A platform stack's program reads its shards' files (Pulumi.<shard>.yaml), beside its own: in the
+Pulumi project's directory under `pulumi up` (the language host runs the program there), or where
+the offline render found the platform stack's file ($INFRA_STACK_DIR).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from inference_platform.cli.positions import in_file
+from inference_platform.cli.stack_file import StackFile, read_stack_file, read_stack_text
+from inference_platform.config.errors import ConfigError, Problem
+from inference_platform.stack import fleet
+from inference_platform.stack.config import StackConfig, decode_value, project_values
+
+STACK_DIR_ENV = "INFRA_STACK_DIR"
+
+
+def stack_path(stack: str, directory: Path | None = None) -> Path:
+    """Where a stack's file is: in `directory`, else $INFRA_STACK_DIR, else the working directory."""
+    return (directory or Path(os.environ.get(STACK_DIR_ENV) or ".")) / f"Pulumi.{stack}.yaml"
+
+
+def read_project_stack(stack: str) -> dict[str, Any]:
+    """A stack's project keys (without the `inference-platform:` prefix), as the CLI passes them."""
+    return project_values(read_stack_file(stack_path(stack)).config)
+
+
+def in_files(error: ConfigError, files: Mapping[str, tuple[Path, str]], own: str) -> ConfigError:
+    """Each problem at its line in the file of the stack it names (`Problem.stack`; the stack `own`
+    when it names none). `files`: each stack's file and its text."""
+    by_stack: dict[str, list[int]] = {}
+    for index, problem in enumerate(error.problems):
+        by_stack.setdefault(problem.stack or own, []).append(index)
+    located = list(error.problems)
+    for stack, indexes in by_stack.items():
+        if stack not in files:
+            continue
+        path, text = files[stack]
+        part = in_file(ConfigError([error.problems[i] for i in indexes]), path, text)
+        for index, problem in zip(indexes, part.problems, strict=True):
+            located[index] = problem
+    return error.with_problems(located)
+
+
+def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig]:
+    """A platform stack's file and its whole environment's config (its shards' files beside it);
+    raises ConfigError with every problem at its line in the file that holds it."""
+    text = read_stack_text(path)
+    stack_file = read_stack_file(path)
+    values = project_values(stack_file.config)
+    names = decode_value(values.get(fleet.SHARDS_KEY))
+    files = {stack: (path, text)}
+    shards: dict[str, dict[str, Any]] = {}
+    missing = []
+    for index, name in enumerate(names if isinstance(names, list) else []):
+        shard_path = path.parent / f"Pulumi.{name}.yaml"
+        if not isinstance(name, str) or not shard_path.is_file():
+            missing.append(
+                Problem(
+                    f"{fleet.SHARDS_KEY}[{index}]",
+                    f"the shard {name!r} has no stack file beside this one ({shard_path.name})",
+                    (fleet.SHARDS_KEY, index),
+                )
+            )
+            continue
+        files[name] = (shard_path, read_stack_text(shard_path))
+        shards[name] = project_values(read_stack_file(shard_path).config)
+    try:
+        if missing:
+            raise ConfigError(missing)
+        config, _ = fleet.environment(stack, values, shards)
+    except ConfigError as error:
+        raise in_files(error, files, stack) from None
+    return stack_file, config
+
+
+def read_shard(path: Path, stack: str, platform_outputs: Mapping[str, Any]) -> tuple[StackFile, StackConfig]:
+    """A shard's file and its config on the platform its platform stack's outputs describe; raises
+    ConfigError with every problem at its line in the shard's file."""
+    text = read_stack_text(path)
+    stack_file = read_stack_file(path)
+    values = project_values(stack_file.config)
+    reference = str(decode_value(values.get(fleet.PLATFORM_STACK_KEY)))
+    try:
+        facts = fleet.read_facts(stack, platform_outputs, reference)
+        config = fleet.shard_config(stack, values, facts)
+    except ConfigError as error:
+        raise in_file(error, path, text) from None
+    return stack_file, config
