@@ -745,12 +745,25 @@ def grafana_problems(cluster: Cluster) -> list[str]:
         for c in cluster.of_kind("ConfigMap", release="grafana")
         if c["metadata"]["name"].startswith("grafana-dashboards-")
     ]
-    wanted = {f"{name}.json" for name in chart_values(cluster, "grafana")["dashboards"]["inference-platform"]}
-    if set(dashboards["data"]) != wanted:
-        problems.append(f"Grafana's dashboards ConfigMap holds {sorted(dashboards['data'])}, not {sorted(wanted)}")
+    values = chart_values(cluster, "grafana")
+    wanted = {f"{name}.json" for name in values["dashboards"]["inference-platform"]}
+    held = dashboards.get("data") or {}
+    if set(held) != wanted:
+        problems.append(f"Grafana's dashboards ConfigMap holds {sorted(held)}, not {sorted(wanted)}")
+    # The dashboards other stacks write (an environment's shards), which the chart's sidecar gathers
+    # from ConfigMaps with its label in the namespace it searches.
+    sidecar = dig(values, "sidecar", "dashboards") or {}
+    gathered = {
+        name: text
+        for c in cluster.of_kind("ConfigMap")
+        if sidecar.get("enabled")
+        and c["metadata"].get("namespace") == sidecar["searchNamespace"]
+        and (c["metadata"].get("labels") or {}).get(sidecar["label"]) == sidecar["labelValue"]
+        for name, text in c["data"].items()
+    }
     problems += [
         f"{name} is not JSON with panels"
-        for name, text in dashboards["data"].items()
+        for name, text in (held | gathered).items()
         if not json.loads(text).get("panels")
     ]
     deployment = cluster.one("Deployment", release="grafana")

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from inference_platform.cli.positions import in_file
+from inference_platform.cli.render import STACK_DIR_ENV, run_program
 from inference_platform.cli.stack_file import StackFile, read_stack_file, read_stack_text
 from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.stack import fleet
 from inference_platform.stack.config import StackConfig, decode_value, project_values
-
-STACK_DIR_ENV = "INFRA_STACK_DIR"
 
 
 def stack_path(stack: str, directory: Path | None = None) -> Path:
@@ -44,13 +44,14 @@ def in_files(error: ConfigError, files: Mapping[str, tuple[Path, str]], own: str
         path, text = files[stack]
         part = in_file(ConfigError([error.problems[i] for i in indexes]), path, text)
         for index, problem in zip(indexes, part.problems, strict=True):
-            located[index] = problem
+            # A problem of a whole file (of another stack's than the one given) names the file.
+            located[index] = problem if problem.position or not problem.stack else replace(problem, position=str(path))
     return error.with_problems(located)
 
 
-def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig]:
-    """A platform stack's file and its whole environment's config (its shards' files beside it);
-    raises ConfigError with every problem at its line in the file that holds it."""
+def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig, dict[str, StackConfig]]:
+    """A platform stack's file, its whole environment's config (its shards' files beside it) and
+    each shard's own part; raises ConfigError with every problem at its line in the file that holds it."""
     text = read_stack_text(path)
     stack_file = read_stack_file(path)
     values = project_values(stack_file.config)
@@ -74,10 +75,10 @@ def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig]:
     try:
         if missing:
             raise ConfigError(missing)
-        config, _ = fleet.environment(stack, values, shards)
+        config, views = fleet.environment(stack, values, shards)
     except ConfigError as error:
         raise in_files(error, files, stack) from None
-    return stack_file, config
+    return stack_file, config, views
 
 
 def read_shard(path: Path, stack: str, platform_outputs: Mapping[str, Any]) -> tuple[StackFile, StackConfig]:
@@ -93,3 +94,48 @@ def read_shard(path: Path, stack: str, platform_outputs: Mapping[str, Any]) -> t
     except ConfigError as error:
         raise in_file(error, path, text) from None
     return stack_file, config
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The stack files of an environment of several stacks: its platform stack's and its shards'."""
+
+    platform: str
+    directory: Path
+    shards: tuple[str, ...]
+
+    def path(self, stack: str) -> Path:
+        return self.directory / f"Pulumi.{stack}.yaml"
+
+
+def environment_of(stack: str, path: Path) -> Environment | None:
+    """The environment a stack's file belongs to (its own, for a platform stack; its platform
+    stack's, for a shard), or None for a stack that is a whole environment."""
+    values = project_values(read_stack_file(path).config)
+    kind = fleet.stack_kind(values)
+    if kind == "single":
+        return None
+    platform = (
+        stack if kind == "platform" else fleet.platform_stack_name(str(decode_value(values[fleet.PLATFORM_STACK_KEY])))
+    )
+    platform_path = path.parent / f"Pulumi.{platform}.yaml"
+    names = decode_value(project_values(read_stack_file(platform_path).config).get(fleet.SHARDS_KEY)) or []
+    return Environment(platform, path.parent, tuple(str(name) for name in names))
+
+
+def holder(environment: Environment, model: str) -> str | None:
+    """The shard whose file holds a model (or pipeline), read from the files as they are."""
+    for shard in environment.shards:
+        values = project_values(read_stack_file(environment.path(shard)).config)
+        items = [*(decode_value(values.get("models")) or []), *(decode_value(values.get("pipelines")) or [])]
+        if any(isinstance(item, Mapping) and item.get("name") == model for item in items):
+            return shard
+    return None
+
+
+def platform_render_outputs(environment: Environment) -> dict[str, Any]:
+    """The platform stack's outputs, from a render of it (no charts) in this process: what its
+    shards' StackReferences read, for a tool that renders a shard alone."""
+    read_environment(environment.path(environment.platform), environment.platform)
+    result = run_program(environment.platform, read_stack_file(environment.path(environment.platform)))
+    return dict(result.outputs)

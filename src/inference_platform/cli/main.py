@@ -36,7 +36,7 @@ from inference_platform.cli.charts import (
     expand_manifests,
 )
 from inference_platform.cli.diff import diff_renders, markdown_report, truncated
-from inference_platform.cli.environment import read_environment, read_shard
+from inference_platform.cli.environment import environment_of, read_environment, read_shard
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.project import ProgramNotFoundError, project_name
 from inference_platform.cli.promote import Promotion, PromotionError, parse_assignments, promote
@@ -138,7 +138,8 @@ def _stack_of_kind(
     `stack_outputs`, for its StackReference)."""
     kind = fleet.stack_kind(project_values(read_stack_file(config_path).config))
     if kind == "platform":
-        return kind, *read_environment(config_path, args.stack)
+        stack_file, config, _ = read_environment(config_path, args.stack)
+        return kind, stack_file, config
     if kind == "shard":
         platform, outputs = _platform_outputs(args, config_path, out_dir)
         stack_outputs[platform] = outputs
@@ -207,13 +208,23 @@ def _print_capacity_notes(plan: Plan) -> None:
 
 
 def _stack_config(args: argparse.Namespace) -> StackConfig | None:
-    """The validated config of `--config`, or of Pulumi.<stack>.yaml; None after printing the problems."""
+    """The validated config of `--config`, or of Pulumi.<stack>.yaml; None after printing the
+    problems. A platform stack's is its whole environment's; a shard's is its own models' (the
+    environment read from its platform stack's and its neighbours' files)."""
+    path = Path(args.config or f"Pulumi.{args.stack}.yaml")
     try:
-        _, config = read_stack_config(Path(args.config or f"Pulumi.{args.stack}.yaml"))
+        environment = environment_of(args.stack, path)
+        if environment is None:
+            _, config = read_stack_config(path)
+            return config
+        _, config, views = read_environment(environment.path(environment.platform), environment.platform)
+        if args.stack != environment.platform and args.stack not in views:
+            message = f"{path}: the platform stack {environment.platform} does not list {args.stack} in its shards"
+            raise ConfigError([Problem("", message)])
+        return config if args.stack == environment.platform else views[args.stack]
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
         return None
-    return config
 
 
 def _capacity(args: argparse.Namespace) -> ExitCode:

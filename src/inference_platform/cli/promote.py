@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, MutableMapping, MutableSequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -23,6 +23,13 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from inference_platform.cli.diff import diff_renders, markdown_report
+from inference_platform.cli.environment import (
+    Environment,
+    environment_of,
+    holder,
+    platform_render_outputs,
+    read_environment,
+)
 from inference_platform.cli.positions import PositionIndex, in_file, parser_stop
 from inference_platform.cli.render import run_program
 from inference_platform.cli.render_files import render_texts, write_render
@@ -224,27 +231,69 @@ def _render(stack: str, path: Path, out: Path) -> None:
     write_render(render_texts(run_program(stack, read_stack_file(path))), out)
 
 
+def _validate_environment(environment: Environment, path: Path, edited: str, copy: Path) -> None:
+    """The environment, with the shard file at `path` as the move would leave it, validated whole
+    (a copy of its files under `copy`); the problems point at the real files' lines."""
+    copy.mkdir()
+    for stack in (environment.platform, *environment.shards):
+        source = environment.path(stack)
+        if source.is_file():
+            (copy / source.name).write_text(read_stack_text(source), encoding="utf-8")
+    (copy / path.name).write_text(edited, encoding="utf-8")
+    try:
+        read_environment(copy / f"Pulumi.{environment.platform}.yaml", environment.platform)
+    except ConfigError as error:
+        raise error.with_problems(
+            replace(problem, position=problem.position.replace(str(copy), str(environment.directory)))
+            for problem in error.problems
+        ) from None
+
+
+def _render_shard(environment: Environment, stack: str, out: Path) -> None:
+    """A shard rendered on its platform stack's outputs, both from the environment's files."""
+    outputs = platform_render_outputs(environment)
+    result = run_program(stack, read_stack_file(environment.path(stack)), stack_outputs={environment.platform: outputs})
+    write_render(render_texts(result), out)
+
+
 def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
-    """Edit, validate, show the render diff, then write. Raises PromotionError or ConfigError."""
+    """Edit, validate, show the render diff, then write. Raises PromotionError or ConfigError. In
+    an environment of several stacks (`stack` its platform stack or any shard) the file edited is
+    the shard's that holds the model, and the whole environment is validated with it."""
     if promotion.empty:
         raise PromotionError("nothing to do: give --weights, --mirror, --add-version or --retire")
+    environment = environment_of(stack, path)
+    if environment is not None:
+        found = holder(environment, promotion.model)
+        if found is None:
+            raise PromotionError(
+                f"no shard of the environment {environment.platform} holds the model {promotion.model!r}"
+            )
+        stack, path = found, environment.path(found)
     original = read_stack_text(path)
     edited = edit(original, promotion, path)
-    try:
-        _validate(edited, path)
-    except ConfigError as error:
-        raise ConfigError(
-            error.problems,
-            incomplete=error.incomplete,
-            preface="the move would leave the stack invalid; nothing was written",
-        ) from None
-    _check_comments(original, edited, path)
     with tempfile.TemporaryDirectory(prefix="promote-") as scratch:
         root = Path(scratch)
-        proposed = root / path.name
-        proposed.write_text(edited, encoding="utf-8")
-        _render(stack, path, root / "before")
-        _render(stack, proposed, root / "after")
+        try:
+            if environment is None:
+                _validate(edited, path)
+            else:
+                _validate_environment(environment, path, edited, root / "proposed")
+        except ConfigError as error:
+            raise ConfigError(
+                error.problems,
+                incomplete=error.incomplete,
+                preface="the move would leave the stack invalid; nothing was written",
+            ) from None
+        _check_comments(original, edited, path)
+        if environment is None:
+            proposed = root / path.name
+            proposed.write_text(edited, encoding="utf-8")
+            _render(stack, path, root / "before")
+            _render(stack, proposed, root / "after")
+        else:
+            _render_shard(environment, stack, root / "before")
+            _render_shard(replace(environment, directory=root / "proposed"), stack, root / "after")
         out.write(markdown_report(diff_renders(root / "before", root / "after")))
     staged = path.with_name(f".{path.name}.promote")
     staged.write_text(edited, encoding="utf-8")

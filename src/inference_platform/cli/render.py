@@ -25,13 +25,15 @@ import pulumi.runtime.settings
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor, MockResourceArgs, Mocks
 
-from inference_platform.cli.environment import STACK_DIR_ENV
 from inference_platform.cli.project import project_program
 from inference_platform.cli.stack_file import StackFile
 from inference_platform.stack.config import PROJECT
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 CHART_TYPES = ("kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Release")
+# Where a platform stack's program finds its shards' files (cli/environment.py): the render points
+# it at the directory of the stack file it was given.
+STACK_DIR_ENV = "INFRA_STACK_DIR"
 CONFIG_FILE_TYPE = "kubernetes:yaml/v2:ConfigFile"
 SECRET_MASK = "[secret]"
 

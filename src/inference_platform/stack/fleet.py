@@ -86,6 +86,7 @@ class DirectoryEntry(ConfigModel):
     """One model or pipeline of the environment, as the other stacks need to know it."""
 
     stack: str = Field(description="The shard that holds it.")
+    index: int = Field(description="Its place among the environment's models (or pipelines), shard by shard.")
     kind: Literal["model", "pipeline"]
     workload: Workload
     object_names: list[str] = Field(description="The names its Kubernetes objects take.")
@@ -174,11 +175,12 @@ def directory(config: StackConfig, owners: Mapping[str, str]) -> dict[str, Direc
     """Every model and pipeline of an environment's config, by name, each with the shard that holds it."""
     context = serving_layer.serving_context(config)
     entries: dict[str, DirectoryEntry] = {}
-    for model in config.models:
+    for index, model in enumerate(config.models):
         facts = context.directory[model.name]
         names = [model.name, mesh_route_name(model.name), *(f"{model.name}-{v.name}" for v in model.versions)]
         entries[model.name] = DirectoryEntry(
             stack=owners[model.name],
+            index=index,
             kind="model",
             workload=facts.workload,
             object_names=names,
@@ -187,9 +189,10 @@ def directory(config: StackConfig, owners: Mapping[str, str]) -> dict[str, Direc
             inference_path=facts.inference_path,
             example_body=facts.example_body,
         )
-    for pipeline in config.pipelines:
+    for index, pipeline in enumerate(config.pipelines):
         entries[pipeline.name] = DirectoryEntry(
             stack=owners[pipeline.name],
+            index=index,
             kind="pipeline",
             workload=context.directory[pipeline.name].workload,
             object_names=[pipeline.name],
@@ -263,13 +266,15 @@ def shard_context(config: StackConfig, facts: PlatformFacts, stack: str) -> serv
         if entry.stack != stack
     }
     own = serving_layer.serving_context(config, others)
+    # The output's mapping comes back with its keys sorted: the environment's order is each entry's index.
+    ordered = sorted(facts.directory.items(), key=lambda item: item[1].index)
     directory: dict[str, serving_layer.ModelFacts] = {}
     for kind, mine in (("model", config.models), ("pipeline", config.pipelines)):
         for shard in facts.shards:
             names = (
                 [item.name for item in mine]
                 if shard == stack
-                else [name for name, entry in facts.directory.items() if entry.stack == shard and entry.kind == kind]
+                else [name for name, entry in ordered if entry.stack == shard and entry.kind == kind]
             )
             for name in names:
                 directory[name] = own.directory[name] if shard == stack else others[name]

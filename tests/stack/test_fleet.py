@@ -1,0 +1,398 @@
+"""An environment past one stack: a platform stack and its shards (stack/fleet.py), through the
+real program under the SDK's mocks, the offline render and the tools.
+
+The all-features stack, split into a platform stack and three shards (models dealt round robin,
+the pipelines in the last), renders to the same Kubernetes objects, with the same names and
+contents, as the one stack does; only the alerts and dashboards move, into ConfigMaps each shard
+writes for the platform's Prometheus and Grafana to gather, and together they are the one stack's.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from inference_platform.cli.main import main
+from inference_platform.cli.render_files import read_chart_objects, read_render
+from inference_platform.platform import grafana, prometheus
+from inference_platform.stack import fleet
+from tests.conftest import full_config, write_stack_file
+
+PREFIX = "inference-platform:"
+PLATFORM = "env"
+SHARDS = ("env-a", "env-b", "env-c")
+ONE = "one"
+Key = tuple[str, str, str]
+
+
+def split(config: dict[str, Any], shards: tuple[str, ...] = SHARDS) -> dict[str, dict[str, Any]]:
+    """A one-stack config as a platform stack and shards: models dealt round robin, pipelines in the last."""
+    platform = {k: v for k, v in config.items() if k not in (f"{PREFIX}models", f"{PREFIX}pipelines")}
+    platform[f"{PREFIX}{fleet.SHARDS_KEY}"] = list(shards)
+    files = {PLATFORM: platform}
+    for index, shard in enumerate(shards):
+        models = config[f"{PREFIX}models"][index :: len(shards)]
+        files[shard] = {
+            f"{PREFIX}{fleet.PLATFORM_STACK_KEY}": f"acme/inference-platform/{PLATFORM}",
+            f"{PREFIX}models": models,
+        }
+    files[shards[-1]][f"{PREFIX}pipelines"] = config.get(f"{PREFIX}pipelines", [])
+    return files
+
+
+def joined(config: dict[str, Any], shards: tuple[str, ...] = SHARDS) -> dict[str, Any]:
+    """The same environment as one stack: its models in the order the platform stack reads them."""
+    files = split(config, shards)
+    one = {k: v for k, v in files[PLATFORM].items() if k != f"{PREFIX}{fleet.SHARDS_KEY}"}
+    one[f"{PREFIX}models"] = [m for shard in shards for m in files[shard][f"{PREFIX}models"]]
+    one[f"{PREFIX}pipelines"] = [p for shard in shards for p in files[shard].get(f"{PREFIX}pipelines", [])]
+    return one
+
+
+def write(directory: Path, files: dict[str, dict[str, Any]]) -> dict[str, Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    return {stack: write_stack_file(directory / f"Pulumi.{stack}.yaml", config) for stack, config in files.items()}
+
+
+def render(stack: str, path: Path, out: Path, *extra: str) -> int:
+    return main(["render", "--stack", stack, "--config", str(path), "--out", str(out / stack), "--no-charts", *extra])
+
+
+def objects(directory: Path) -> dict[Key, dict[str, Any]]:
+    manifests, _, _ = read_render(directory)
+    return {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in manifests}
+
+
+@pytest.fixture(scope="module")
+def renders(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The split environment rendered whole (the platform stack, then its shards beside it), and the one stack."""
+    root = tmp_path_factory.mktemp("fleet")
+    paths = write(root / "stacks", split(full_config()))
+    assert render(PLATFORM, paths[PLATFORM], root / "out", "--shards") == 0
+    one = write_stack_file(root / "stacks" / f"Pulumi.{ONE}.yaml", joined(full_config()))
+    assert render(ONE, one, root / "out") == 0
+    return root / "out"
+
+
+def environment_objects(renders: Path) -> dict[Key, dict[str, Any]]:
+    found: dict[Key, dict[str, Any]] = {}
+    for stack in (PLATFORM, *SHARDS):
+        for key, obj in objects(renders / stack).items():
+            assert key not in found, f"{key} is registered by two stacks"
+            found[key] = obj
+    return found
+
+
+def moved(key: Key) -> bool:
+    """The shards' ConfigMaps of alerts and dashboards, which a one-stack environment keeps in charts."""
+    return key[0] == "ConfigMap" and key[2].startswith(("inference-rules-", "inference-dashboards-"))
+
+
+def test_the_environment_registers_the_one_stacks_objects(renders: Path) -> None:
+    one, environment = objects(renders / ONE), environment_objects(renders)
+    assert set(one) == {key for key in environment if not moved(key)}
+    differ = sorted(key for key in one if one[key] != environment[key])
+    # Grafana's sidecar gathers the shards' dashboards through the API: its policy lets it out there.
+    assert differ == [("NetworkPolicy", "monitoring", "grafana")]
+    egress = environment[differ[0]]["spec"]["egress"]
+    assert [rule for rule in egress if rule not in one[differ[0]]["spec"]["egress"]]
+
+
+def test_the_shards_alerts_and_dashboards_are_the_one_stacks(renders: Path) -> None:
+    environment = environment_objects(renders)
+    charts = {chart["name"]: chart for chart in read_render(renders / ONE)[1]}
+    one_alerts = charts["prometheus"]["values"]["serverFiles"]["alerting_rules.yml"]["groups"]
+    shard_alerts = [
+        group
+        for key, obj in sorted(environment.items())
+        if moved(key) and key[2].startswith("inference-rules-")
+        for group in yaml.safe_load(obj["data"][fleet.ALERTING_RULES_FILE])["groups"]
+    ]
+    assert one_alerts  # the all-features stack compares several models' versions
+
+    def named(groups: list[dict[str, Any]], stack: str) -> str:
+        # An alert's promote hint names the stack whose file holds the model.
+        return json.dumps(sorted(groups, key=lambda g: g["name"]), sort_keys=True).replace(
+            f"--stack {stack} ", "--stack STACK "
+        )
+
+    shard_text = named(shard_alerts, "X")
+    for shard in SHARDS:
+        shard_text = shard_text.replace(f"--stack {shard} ", "--stack STACK ")
+    assert named(one_alerts, ONE) == shard_text
+    one_dashboards = {
+        f"{name}.json": body["json"]
+        for name, body in charts["grafana"]["values"]["dashboards"][grafana.PROVIDER].items()
+    }
+    shard_dashboards = {
+        file: text
+        for key, obj in environment.items()
+        if moved(key) and key[2].startswith("inference-dashboards-")
+        for file, text in obj["data"].items()
+    }
+    assert shard_dashboards == one_dashboards
+
+
+def test_the_platforms_prometheus_and_grafana_gather_what_shards_write(renders: Path) -> None:
+    charts = {chart["name"]: chart for chart in read_render(renders / PLATFORM)[1]}
+    values = charts["prometheus"]["values"]
+    assert values["serverFiles"]["alerting_rules.yml"] == {"groups": []}
+    (sidecar,) = values["server"]["sidecarContainers"].values()
+    env = {e["name"]: e["value"] for e in sidecar["env"]}
+    assert env["LABEL"] == prometheus.RULES_LABEL
+    assert f"{prometheus.RULES_DIRECTORY}/*.yml" in values["serverFiles"]["prometheus.yml"]["rule_files"]
+    rules = [o for k, o in environment_objects(renders).items() if moved(k) and k[2].startswith("inference-rules-")]
+    assert rules
+    assert all(o["metadata"]["labels"][env["LABEL"]] == env["LABEL_VALUE"] for o in rules)
+    assert all(o["metadata"]["namespace"] == env["NAMESPACE"] for o in rules)
+    dashboards = charts["grafana"]["values"]["sidecar"]["dashboards"]
+    found = [
+        o for k, o in environment_objects(renders).items() if moved(k) and k[2].startswith("inference-dashboards-")
+    ]
+    assert found
+    assert all(o["metadata"]["labels"][dashboards["label"]] == dashboards["labelValue"] for o in found)
+
+
+def test_a_shard_reads_its_platform_stack_through_a_stack_reference(renders: Path) -> None:
+    manifests, charts, outputs = read_render(renders / SHARDS[0])
+    assert not [c for c in charts if c.get("chart", "").endswith(("istiod", "prometheus"))]
+    assert set(outputs) == {"models", "capacity"}
+    platform_outputs = read_render(renders / PLATFORM)[2]
+    facts = fleet.PlatformFacts.model_validate(platform_outputs[fleet.FACTS_OUTPUT])
+    assert facts.shards == list(SHARDS)
+    assert {entry.stack for entry in facts.directory.values()} == set(SHARDS)
+    # No secret leaves the platform stack.
+    assert facts.platform["grafana"]["adminPassword"] == fleet.SECRET
+    assert "Secret" not in {m["kind"] for m in manifests}
+
+
+# --- bad input, each at its line in the file that holds it ------------------------------------
+
+
+def fleet_files(**changes: Any) -> dict[str, dict[str, Any]]:
+    """A small environment: iris in env-a, bert (calling iris) in env-b."""
+    base: dict[str, dict[str, Any]] = {
+        PLATFORM: {f"{PREFIX}domain": "models.example.com", f"{PREFIX}{fleet.SHARDS_KEY}": ["env-a", "env-b"]},
+        "env-a": {
+            f"{PREFIX}{fleet.PLATFORM_STACK_KEY}": f"acme/inference-platform/{PLATFORM}",
+            f"{PREFIX}models": [model("iris")],
+        },
+        "env-b": {
+            f"{PREFIX}{fleet.PLATFORM_STACK_KEY}": f"acme/inference-platform/{PLATFORM}",
+            f"{PREFIX}models": [model("bert", calls=["iris"])],
+        },
+    }
+    for stack, change in changes.items():
+        base[stack.replace("_", "-")] = change(copy.deepcopy(base[stack.replace("_", "-")]))
+    return base
+
+
+def model(name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "runtime": "mlserver",
+        "versions": [{"name": "v1", "modelUri": f"pvc://m/{name}", "weight": 100}],
+    } | extra
+
+
+def problems(capsys: Any, code: int, out: Path) -> list[str]:
+    assert code == 2
+    assert not out.exists()  # nothing written
+    return [line.strip() for line in capsys.readouterr().err.splitlines() if "Pulumi." in line]
+
+
+def test_shards_that_disagree_with_their_platform_stack_are_reported_in_their_files(
+    tmp_path: Path, capsys: Any
+) -> None:
+    def lost_reference(values: dict[str, Any]) -> dict[str, Any]:
+        del values[f"{PREFIX}{fleet.PLATFORM_STACK_KEY}"]
+        return values
+
+    def platform_keys(values: dict[str, Any]) -> dict[str, Any]:
+        return values | {f"{PREFIX}domain": "elsewhere.example.com"}
+
+    paths = write(tmp_path, fleet_files(env_a=lost_reference, env_b=platform_keys))
+    found = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
+    assert any(line.startswith(f"{paths['env-a']}:") and "set platformStack" in line for line in found), found
+    assert any(
+        line.startswith(f"{paths['env-b']}:") and "domain: belongs to the platform stack env" in line for line in found
+    ), found
+
+
+def test_a_model_in_two_shards_and_a_call_to_no_model_are_reported_in_each_file(tmp_path: Path, capsys: Any) -> None:
+    def also_iris(values: dict[str, Any]) -> dict[str, Any]:
+        values[f"{PREFIX}models"] += [model("iris"), model("gpt", calls=["nobody"])]
+        return values
+
+    paths = write(tmp_path, fleet_files(env_b=also_iris))
+    found = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
+    where = {line.split(": ", 1)[0].rsplit(":", 2)[0] for line in found}
+    assert where == {str(paths["env-b"])}, found
+    assert any("models[1] (iris).name" in line and "defined twice" in line for line in found), found
+    assert any("models[2] (gpt).calls[0]" in line and "'nobody' is not a model" in line for line in found), found
+    # Each at its own line: iris' name and gpt's call are at different places of env-b's file.
+    assert len({line.split(": ", 1)[0] for line in found}) == len(found)
+
+
+def test_a_platform_stack_holds_no_models(tmp_path: Path, capsys: Any) -> None:
+    def with_model(values: dict[str, Any]) -> dict[str, Any]:
+        return values | {f"{PREFIX}models": [model("stray")]}
+
+    paths = write(tmp_path, fleet_files(env=with_model))
+    (line,) = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
+    assert line.startswith(f"{paths[PLATFORM]}:")
+    assert "models: a platform stack holds no models" in line
+
+
+@pytest.fixture
+def platform_render(tmp_path: Path) -> tuple[dict[str, Path], Path]:
+    paths = write(tmp_path / "stacks", fleet_files())
+    assert render(PLATFORM, paths[PLATFORM], tmp_path / "out") == 0
+    return paths, tmp_path / "out"
+
+
+def test_a_shard_renders_on_its_platform_stacks_render(platform_render: tuple[dict[str, Path], Path]) -> None:
+    paths, out = platform_render
+    assert render("env-b", paths["env-b"], out) == 0
+    manifests, _, _ = read_render(out / "env-b")
+    # bert calls iris, which env-a holds: bert's pods may leave for iris' (the network), iris admits bert (its stack).
+    (policy,) = [m for m in manifests if m["kind"] == "NetworkPolicy" and m["metadata"]["name"] == "bert"]
+    assert {"podSelector": {"matchLabels": {"app": "iris"}}} in policy["spec"]["egress"][0]["to"]
+    assert render("env-a", paths["env-a"], out) == 0
+    (access,) = [
+        m
+        for m in read_render(out / "env-a")[0]
+        if m["kind"] == "AuthorizationPolicy" and m["metadata"]["name"] == "iris-access"
+    ]
+    principals = [p for rule in access["spec"]["rules"] for src in rule["from"] for p in src["source"]["principals"]]
+    assert "cluster.local/ns/service/sa/bert" in principals
+
+
+def test_a_shard_growing_past_what_its_platform_installed_is_refused(
+    platform_render: tuple[dict[str, Path], Path], capsys: Any
+) -> None:
+    """env-b adds a model spanning two nodes after its platform stack was rendered: no LeaderWorkerSet
+    controller was installed for it, and the shard says to deploy the platform stack first."""
+    paths, out = platform_render
+    values = fleet_files()["env-b"]
+    values[f"{PREFIX}models"].append(
+        {
+            "name": "big",
+            "runtime": "vllm",
+            "gpu": {"mode": "exclusive", "count": 8},
+            "nodes": 2,
+            "tensorParallelSize": 8,
+            "versions": [{"name": "v1", "modelUri": "pvc://m/big", "weight": 100}],
+        }
+    )
+    write_stack_file(paths["env-b"], values)
+    (line,) = problems(capsys, render("env-b", paths["env-b"], out), out / "env-b")
+    assert line.startswith(f"{paths['env-b']}:")
+    assert "components: lws" in line
+    assert "deploy it with this stack's file first" in line
+
+
+def test_a_shard_on_a_stack_that_is_no_platform_stack_is_refused(tmp_path: Path, capsys: Any) -> None:
+    paths = write(tmp_path / "stacks", fleet_files())
+    single = write_stack_file(
+        tmp_path / "stacks" / f"Pulumi.{PLATFORM}.yaml", {f"{PREFIX}domain": "models.example.com"}
+    )
+    assert render(PLATFORM, single, tmp_path / "out") == 0  # a whole environment in one stack
+    (line,) = problems(capsys, render("env-a", paths["env-a"], tmp_path / "out"), tmp_path / "out" / "env-a")
+    assert line.startswith(f"{paths['env-a']}:")
+    assert "platformStack: acme/inference-platform/env is not a platform stack" in line
+
+
+def test_a_shard_without_its_platform_stacks_render_says_what_to_render(tmp_path: Path, capsys: Any) -> None:
+    paths = write(tmp_path / "stacks", fleet_files())
+    assert render("env-a", paths["env-a"], tmp_path / "out") == 2
+    assert "render env first (infra render --stack env)" in capsys.readouterr().err
+
+
+def test_a_shard_overflowing_the_environments_gpus_is_refused_with_the_numbers(tmp_path: Path, capsys: Any) -> None:
+    def gpus(count: int) -> dict[str, Any]:
+        return model("llm", runtime="vllm", gpu={"mode": "exclusive", "count": count}, tensorParallelSize=count)
+
+    files = fleet_files()
+    files[PLATFORM][f"{PREFIX}platform"] = {"gpuNodes": {"count": 1, "gpusPerNode": 8}}
+    files["env-a"][f"{PREFIX}models"].append(gpus(6))
+    paths = write(tmp_path / "stacks", files)
+    out = tmp_path / "out"
+    assert render(PLATFORM, paths[PLATFORM], out) == 0
+    files["env-b"][f"{PREFIX}models"].append(gpus(4) | {"name": "llm-b"})
+    write_stack_file(paths["env-b"], files["env-b"])
+    (line,) = problems(capsys, render("env-b", paths["env-b"], out), out / "env-b")
+    assert "the models need 10 GPUs" in line
+    assert "(4 here, 6 in the environment's other stacks)" in line
+    assert "more than the 8 declared" in line
+
+
+# --- the tools ----------------------------------------------------------------------------------
+
+
+def test_promote_edits_the_shard_that_holds_the_model(tmp_path: Path, capsys: Any) -> None:
+    files = fleet_files()
+    files["env-b"][f"{PREFIX}models"][0]["versions"] = [
+        {"name": "v1", "modelUri": "pvc://m/bert/1", "weight": 100},
+        {"name": "v2", "modelUri": "pvc://m/bert/2", "weight": 0},
+    ]
+    paths = write(tmp_path, files)
+    before = {stack: path.read_text() for stack, path in paths.items()}
+    code = main(
+        [
+            "promote",
+            "--stack",
+            PLATFORM,
+            "--config",
+            str(paths[PLATFORM]),
+            "--model",
+            "bert",
+            "--weights",
+            "v1=90,v2=10",
+        ]
+    )
+    assert code == 0
+    report = capsys.readouterr().out
+    assert "VirtualService service/bert" in report
+    assert paths["env-b"].read_text() != before["env-b"]
+    assert {stack: path.read_text() for stack, path in paths.items() if stack != "env-b"} == {
+        stack: text for stack, text in before.items() if stack != "env-b"
+    }
+    weights = {
+        v["name"]: v["weight"]
+        for v in yaml.safe_load(paths["env-b"].read_text())["config"][f"{PREFIX}models"][0]["versions"]
+    }
+    assert weights == {"v1": 90, "v2": 10}
+
+
+def test_capacity_takes_a_shard_or_the_whole_environment(tmp_path: Path, capsys: Any) -> None:
+    files = fleet_files()
+    files["env-a"][f"{PREFIX}models"].append(
+        model("llm", runtime="vllm", gpu={"mode": "exclusive", "count": 2}, tensorParallelSize=2)
+    )
+    files["env-b"][f"{PREFIX}models"].append(
+        model("llm-b", runtime="vllm", gpu={"mode": "exclusive", "count": 4}, tensorParallelSize=4)
+    )
+    paths = write(tmp_path, files)
+    found = {}
+    for stack in (PLATFORM, "env-a", "env-b"):
+        assert main(["capacity", "--stack", stack, "--config", str(paths[stack]), "--format", "json"]) == 0
+        found[stack] = json.loads(capsys.readouterr().out)["gpus"]["min"]
+    assert found == {PLATFORM: 6, "env-a": 2, "env-b": 4}
+
+
+def test_the_chart_objects_of_a_shard_are_its_own(tmp_path: Path) -> None:
+    """A shard's render expands only its own charts (its inference pools'): the platform's are its platform stack's."""
+    files = fleet_files()
+    files["env-b"][f"{PREFIX}models"].append(model("chat", runtime="vllm", gpu="exclusive", routing="inference-pool"))
+    paths = write(tmp_path / "stacks", files)
+    out = tmp_path / "out"
+    assert render(PLATFORM, paths[PLATFORM], out) == 0
+    assert render("env-b", paths["env-b"], out) == 0
+    assert [c["name"] for c in read_render(out / "env-b")[1]] == ["chat-v1"]
+    assert read_chart_objects(out / "env-b") == {}  # --no-charts
