@@ -22,6 +22,7 @@ by the program.
 
 from __future__ import annotations
 
+import http.client
 import http.server
 import json
 import os
@@ -127,14 +128,25 @@ class Gathering:
         with self.lock:
             self.servers[index] = server
 
-    def table(self, index: int) -> dict[str, Any] | None:
+    def table(self) -> dict[str, Any] | None:
         with self.lock:
             if len(self.servers) < self.size:
                 return None
+            return rank_table(self.servers)
+
+    def delivered(self, index: int) -> None:
+        """A worker has the whole table (its answer written): the leader may stop serving once all have."""
+        with self.lock:
             self.fetched.add(index)
             if len(self.fetched) == self.size - 1:
                 self.done.set()
-            return rank_table(self.servers)
+
+
+class Server(http.server.ThreadingHTTPServer):
+    """Answers each worker on a thread of its own, and on closing waits for those under way."""
+
+    daemon_threads = False
+    block_on_close = True
 
 
 def serve(gathering: Gathering) -> dict[str, Any]:
@@ -163,21 +175,25 @@ def serve(gathering: Gathering) -> dict[str, Any]:
             index = self._index()
             if index is None:
                 return self._answer(404)
-            table = gathering.table(index)
+            table = gathering.table()
             if table is None:
                 return self._answer(202)  # not every pod has joined yet
-            return self._answer(200, table)
+            self._answer(200, table)
+            # Only now: the leader goes on to exec the server once every worker holds the table,
+            # and an answer cut off by that would leave its worker without one.
+            return gathering.delivered(index)
 
         def log_message(self, format: str, *args: Any) -> None:
             log(f"{self.address_string()} {format % args}")
 
-    server = http.server.ThreadingHTTPServer(("", RANK_TABLE_PORT), Handler)
+    server = Server(("", RANK_TABLE_PORT), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     log(f"gathering {gathering.size - 1} worker(s) on port {RANK_TABLE_PORT}")
     if not gathering.done.wait(JOIN_TIMEOUT_SECONDS):
         raise SystemExit(f"mindie-launcher: only {sorted(gathering.servers)} of {gathering.size} pods joined in time")
     server.shutdown()
+    server.server_close()  # waits for every answer under way
     with gathering.lock:
         return rank_table(gathering.servers)
 
@@ -201,7 +217,8 @@ def fetch(index: int, own: dict[str, Any]) -> dict[str, Any]:
             if status == 200:
                 table: dict[str, Any] = json.loads(body)
                 return table
-        except (OSError, urllib.error.URLError) as error:  # the leader not up yet, or its name not yet known
+        except (OSError, urllib.error.URLError, http.client.HTTPException) as error:
+            # The leader not up yet, its name not yet known, or an answer cut off: ask again.
             log(f"waiting for the leader: {error}")
         time.sleep(2)
     raise SystemExit("mindie-launcher: the group's leader gave no rank table in time")
