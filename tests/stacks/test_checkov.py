@@ -38,7 +38,9 @@ def scan(directory: Path) -> dict[str, Any]:
         capture_output=True,
         text=True,
         check=False,
-        timeout=300,
+        # A guard against a hung scan, not a budget: 60 generated stacks take a minute or two alone,
+        # several times that beside the rest of the suite on two busy cores.
+        timeout=900,
     )
     report = json.loads(done.stdout)
     result: dict[str, Any] = report if isinstance(report, dict) else report[0]

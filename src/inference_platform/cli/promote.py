@@ -262,7 +262,10 @@ def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
     the shard's that holds the model, and the whole environment is validated with it."""
     if promotion.empty:
         raise PromotionError("nothing to do: give --weights, --mirror, --add-version or --retire")
-    environment = environment_of(stack, path)
+    try:
+        environment = environment_of(stack, path)
+    except ConfigError:
+        environment = None  # the file's own problems are reported below, as for any stack
     if environment is not None:
         found = holder(environment, promotion.model)
         if found is None:
