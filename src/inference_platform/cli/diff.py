@@ -5,12 +5,25 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from inference_platform.cli.render_files import dump_documents, object_key, read_chart_objects, read_render
+from inference_platform.cli.render_files import (
+    CHARTS,
+    MANIFESTS,
+    OBJECT_KEY_FIELDS,
+    OUTPUTS,
+    chart_object_releases,
+    chart_objects_file,
+    document_texts,
+    dump_documents,
+    identity_fields,
+    load_documents,
+    object_key,
+    read_text,
+)
 
 _MAX_CELL = 160
 """Values longer than this (or with a line break) go below the table, whole."""
@@ -196,25 +209,92 @@ def _telling_labels(groups: list[list[dict[str, str]]], spread: Mapping[str, set
     return None
 
 
-def _label(key: tuple[str, ...]) -> str:
-    api_version, kind, namespace, name = key
+def object_label(manifest: Mapping[str, Any]) -> str:
+    """A Kubernetes object as the report names it: `Kind namespace/name (apiVersion)`."""
+    api_version, kind, namespace, name = object_key(manifest)
     where = f"{namespace}/{name}" if namespace else name
     return f"{kind} {where} ({api_version})"
 
 
-def _diff_keyed(old: Mapping[str, Any], new: Mapping[str, Any]) -> ObjectDiff:
+def chart_label(chart: Mapping[str, Any]) -> str:
+    """A charts.yaml entry as the report names it: `helm.v4.Chart namespace/release (chart)`, or a
+    manifest file's `yaml.v2.ConfigFile /name (url)`."""
+    return f"{chart['kind']} {chart.get('namespace') or ''}/{chart['name']} ({chart.get('chart') or chart['file']})"
+
+
+CHART_LABEL_FIELDS = ("kind", "namespace", "name", "chart", "file")
+"""The fields `chart_label` reads, as `identity_fields` names them."""
+_UNPARSED: Any = object()
+
+
+class _Document:
+    """One object of a render file: the text it was written as (None when it is known only as a
+    value) and its value, parsed on first use. The render's writer is deterministic, so two
+    objects written as the same text are the same object: neither is parsed, nor compared field
+    by field, to know that."""
+
+    __slots__ = ("_text", "_value")
+
+    def __init__(self, text: str | None, value: Any = _UNPARSED) -> None:
+        self._text, self._value = text, value
+
+    @property
+    def value(self) -> Any:
+        if self._value is _UNPARSED:
+            assert self._text is not None
+            (self._value,) = load_documents(self._text)
+        return self._value
+
+    def same_text(self, other: _Document) -> bool:
+        return self._text is not None and self._text == other._text
+
+
+def _diff_keyed(old: Mapping[str, _Document], new: Mapping[str, _Document]) -> ObjectDiff:
     return ObjectDiff(
-        added={key: new[key] for key in sorted(new.keys() - old.keys())},
-        removed={key: old[key] for key in sorted(old.keys() - new.keys())},
+        added={key: new[key].value for key in sorted(new.keys() - old.keys())},
+        removed={key: old[key].value for key in sorted(old.keys() - new.keys())},
         changed={
-            key: changes for key in sorted(old.keys() & new.keys()) if (changes := field_changes(old[key], new[key]))
+            key: changes
+            for key in sorted(old.keys() & new.keys())
+            if not old[key].same_text(new[key]) and (changes := field_changes(old[key].value, new[key].value))
         },
     )
 
 
-def diff_objects(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> ObjectDiff:
-    """Kubernetes objects added, removed and changed, keyed by `Kind namespace/name (apiVersion)`."""
-    return _diff_keyed({_label(object_key(m)): m for m in old}, {_label(object_key(m)): m for m in new})
+def diff_objects(
+    old: list[dict[str, Any]], new: list[dict[str, Any]], label: Callable[[Mapping[str, Any]], str] = object_label
+) -> ObjectDiff:
+    """Objects added, removed and changed, each compared field by field, keyed by `label` (for
+    Kubernetes objects `Kind namespace/name (apiVersion)`)."""
+    return _diff_keyed({label(m): _Document(None, m) for m in old}, {label(m): _Document(None, m) for m in new})
+
+
+def _keyed_documents(
+    text: str, fields: Collection[str], label: Callable[[Mapping[str, Any]], str]
+) -> dict[str, _Document]:
+    """A render file's objects by label (the last of a label kept, as for a list of them), each
+    labelled from `fields` read off its text; parsed only where they are not written plainly."""
+    texts = document_texts(text)
+    if texts is None:  # not as the render writes it: parsed whole
+        return {label(value): _Document(None, value) for value in load_documents(text)}
+    keyed: dict[str, _Document] = {}
+    for document in texts:
+        if (identity := identity_fields(document, fields)) is not None:
+            keyed[label(identity)] = _Document(document)
+        else:
+            values = load_documents(document)
+            for value in values:
+                keyed[label(value)] = _Document(document if len(values) == 1 else None, value)
+    return keyed
+
+
+def _diff_file(old: Path, new: Path, fields: Collection[str], label: Callable[[Mapping[str, Any]], str]) -> ObjectDiff:
+    """What changed between two versions of a render file: an object written as the same text on
+    both sides is the same, unparsed; only the others are compared field by field."""
+    old_text, new_text = read_text(old), read_text(new)
+    if old_text == new_text:
+        return ObjectDiff({}, {}, {})
+    return _diff_keyed(_keyed_documents(old_text, fields, label), _keyed_documents(new_text, fields, label))
 
 
 class RenderDiff(NamedTuple):
@@ -279,22 +359,31 @@ def npu_capacity_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple
 
 
 def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
-    """What changed between two render directories."""
-    old_manifests, old_charts, old_outputs = read_render(old_dir)
-    new_manifests, new_charts, new_outputs = read_render(new_dir)
-    objects = diff_objects(old_manifests, new_manifests)
-
-    def chart_label(chart: Mapping[str, Any]) -> str:
-        return f"{chart['kind']} {chart.get('namespace') or ''}/{chart['name']} ({chart.get('chart') or chart['file']})"
-
-    charts = _diff_keyed({chart_label(c): c for c in old_charts}, {chart_label(c): c for c in new_charts})
-    old_expanded, new_expanded = read_chart_objects(old_dir), read_chart_objects(new_dir)
+    """What changed between two render directories. Each file's objects are matched by their
+    labels, read off their text; those written as the same text on both sides are neither parsed
+    nor compared (nor a file that is the same on both sides), so the work follows the change, not
+    the size of the stack."""
+    objects = _diff_file(old_dir / MANIFESTS, new_dir / MANIFESTS, OBJECT_KEY_FIELDS, object_label)
+    charts = _diff_file(old_dir / CHARTS, new_dir / CHARTS, CHART_LABEL_FIELDS, chart_label)
+    old_releases, new_releases = set(chart_object_releases(old_dir)), set(chart_object_releases(new_dir))
     chart_objects = {
         release: diff
-        for release in sorted(old_expanded.keys() | new_expanded.keys())
-        if not (diff := diff_objects(old_expanded.get(release, []), new_expanded.get(release, []))).empty
+        for release in sorted(old_releases | new_releases)
+        if not (
+            diff := _diff_file(
+                old_dir / chart_objects_file(release),
+                new_dir / chart_objects_file(release),
+                OBJECT_KEY_FIELDS,
+                object_label,
+            )
+        ).empty
     }
-    whole = frozenset(old_expanded.keys() ^ new_expanded.keys())
+    whole = frozenset(old_releases ^ new_releases)
+    old_outputs_text, new_outputs_text = read_text(old_dir / OUTPUTS), read_text(new_dir / OUTPUTS)
+    if old_outputs_text == new_outputs_text:
+        return RenderDiff(objects, charts, [], chart_objects, whole)
+    old_outputs: dict[str, Any] = next(iter(load_documents(old_outputs_text)), {})
+    new_outputs: dict[str, Any] = next(iter(load_documents(new_outputs_text)), {})
     return RenderDiff(
         objects,
         charts,
