@@ -270,21 +270,25 @@ def diff_objects(
 
 
 def _keyed_documents(
-    text: str, fields: Collection[str], label: Callable[[Mapping[str, Any]], str]
+    text: str, fields: Collection[str], label: Callable[[Mapping[str, Any]], str], labels: dict[str, str]
 ) -> dict[str, _Document]:
     """A render file's objects by label (the last of a label kept, as for a list of them), each
-    labelled from `fields` read off its text; parsed only where they are not written plainly."""
+    labelled from `fields` read off its text, parsed only where they are not written plainly.
+    `labels` keeps the labels read, by text: an object written alike in both renders is read once."""
     texts = document_texts(text)
     if texts is None:  # not as the render writes it: parsed whole
         return {label(value): _Document(None, value) for value in load_documents(text)}
     keyed: dict[str, _Document] = {}
     for document in texts:
-        if (identity := identity_fields(document, fields)) is not None:
-            keyed[label(identity)] = _Document(document)
-        else:
-            values = load_documents(document)
-            for value in values:
-                keyed[label(value)] = _Document(document if len(values) == 1 else None, value)
+        name = labels.get(document)
+        if name is None and (identity := identity_fields(document, fields)) is not None:
+            name = labels[document] = label(identity)
+        if name is not None:
+            keyed[name] = _Document(document)
+            continue
+        values = load_documents(document)
+        for value in values:
+            keyed[label(value)] = _Document(document if len(values) == 1 else None, value)
     return keyed
 
 
@@ -294,7 +298,10 @@ def _diff_file(old: Path, new: Path, fields: Collection[str], label: Callable[[M
     old_text, new_text = read_text(old), read_text(new)
     if old_text == new_text:
         return ObjectDiff({}, {}, {})
-    return _diff_keyed(_keyed_documents(old_text, fields, label), _keyed_documents(new_text, fields, label))
+    labels: dict[str, str] = {}
+    return _diff_keyed(
+        _keyed_documents(old_text, fields, label, labels), _keyed_documents(new_text, fields, label, labels)
+    )
 
 
 class RenderDiff(NamedTuple):
