@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -13,13 +13,11 @@ from typing import Any, NamedTuple
 from inference_platform.cli.render_files import (
     CHARTS,
     MANIFESTS,
-    OBJECT_KEY_FIELDS,
     OUTPUTS,
     chart_object_releases,
     chart_objects_file,
     document_texts,
     dump_documents,
-    identity_fields,
     load_documents,
     object_key,
     read_text,
@@ -222,41 +220,12 @@ def chart_label(chart: Mapping[str, Any]) -> str:
     return f"{chart['kind']} {chart.get('namespace') or ''}/{chart['name']} ({chart.get('chart') or chart['file']})"
 
 
-CHART_LABEL_FIELDS = ("kind", "namespace", "name", "chart", "file")
-"""The fields `chart_label` reads, as `identity_fields` names them."""
-_UNPARSED: Any = object()
-
-
-class _Document:
-    """One object of a render file: the text it was written as (None when it is known only as a
-    value) and its value, parsed on first use. The render's writer is deterministic, so two
-    objects written as the same text are the same object: neither is parsed, nor compared field
-    by field, to know that."""
-
-    __slots__ = ("_text", "_value")
-
-    def __init__(self, text: str | None, value: Any = _UNPARSED) -> None:
-        self._text, self._value = text, value
-
-    @property
-    def value(self) -> Any:
-        if self._value is _UNPARSED:
-            assert self._text is not None
-            (self._value,) = load_documents(self._text)
-        return self._value
-
-    def same_text(self, other: _Document) -> bool:
-        return self._text is not None and self._text == other._text
-
-
-def _diff_keyed(old: Mapping[str, _Document], new: Mapping[str, _Document]) -> ObjectDiff:
+def _diff_keyed(old: Mapping[str, Any], new: Mapping[str, Any]) -> ObjectDiff:
     return ObjectDiff(
-        added={key: new[key].value for key in sorted(new.keys() - old.keys())},
-        removed={key: old[key].value for key in sorted(old.keys() - new.keys())},
+        added={key: new[key] for key in sorted(new.keys() - old.keys())},
+        removed={key: old[key] for key in sorted(old.keys() - new.keys())},
         changed={
-            key: changes
-            for key in sorted(old.keys() & new.keys())
-            if not old[key].same_text(new[key]) and (changes := field_changes(old[key].value, new[key].value))
+            key: changes for key in sorted(old.keys() & new.keys()) if (changes := field_changes(old[key], new[key]))
         },
     )
 
@@ -266,41 +235,25 @@ def diff_objects(
 ) -> ObjectDiff:
     """Objects added, removed and changed, each compared field by field, keyed by `label` (for
     Kubernetes objects `Kind namespace/name (apiVersion)`)."""
-    return _diff_keyed({label(m): _Document(None, m) for m in old}, {label(m): _Document(None, m) for m in new})
+    return _diff_keyed({label(m): m for m in old}, {label(m): m for m in new})
 
 
-def _keyed_documents(
-    text: str, fields: Collection[str], label: Callable[[Mapping[str, Any]], str], labels: dict[str, str]
-) -> dict[str, _Document]:
-    """A render file's objects by label (the last of a label kept, as for a list of them), each
-    labelled from `fields` read off its text, parsed only where they are not written plainly.
-    `labels` keeps the labels read, by text: an object written alike in both renders is read once."""
-    texts = document_texts(text)
-    if texts is None:  # not as the render writes it: parsed whole
-        return {label(value): _Document(None, value) for value in load_documents(text)}
-    keyed: dict[str, _Document] = {}
-    for document in texts:
-        name = labels.get(document)
-        if name is None and (identity := identity_fields(document, fields)) is not None:
-            name = labels[document] = label(identity)
-        if name is not None:
-            keyed[name] = _Document(document)
-            continue
-        values = load_documents(document)
-        for value in values:
-            keyed[label(value)] = _Document(document if len(values) == 1 else None, value)
-    return keyed
-
-
-def _diff_file(old: Path, new: Path, fields: Collection[str], label: Callable[[Mapping[str, Any]], str]) -> ObjectDiff:
-    """What changed between two versions of a render file: an object written as the same text on
-    both sides is the same, unparsed; only the others are compared field by field."""
+def _diff_file(old: Path, new: Path, label: Callable[[Mapping[str, Any]], str]) -> ObjectDiff:
+    """What changed between two versions of a render file. The render writes an object as the same
+    text every time, so an object whose text is in both files is unchanged: only the documents
+    written differently (an object changed, added or removed) are parsed and compared field by
+    field. A file in another shape than the render writes is parsed whole."""
     old_text, new_text = read_text(old), read_text(new)
     if old_text == new_text:
         return ObjectDiff({}, {}, {})
-    labels: dict[str, str] = {}
-    return _diff_keyed(
-        _keyed_documents(old_text, fields, label, labels), _keyed_documents(new_text, fields, label, labels)
+    old_texts, new_texts = document_texts(old_text), document_texts(new_text)
+    if old_texts is None or new_texts is None:
+        return diff_objects(load_documents(old_text), load_documents(new_text), label)
+    same = set(old_texts) & set(new_texts)
+    return diff_objects(
+        [value for text in old_texts if text not in same for value in load_documents(text)],
+        [value for text in new_texts if text not in same for value in load_documents(text)],
+        label,
     )
 
 
@@ -366,12 +319,11 @@ def npu_capacity_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple
 
 
 def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
-    """What changed between two render directories. Each file's objects are matched by their
-    labels, read off their text; those written as the same text on both sides are neither parsed
-    nor compared (nor a file that is the same on both sides), so the work follows the change, not
-    the size of the stack."""
-    objects = _diff_file(old_dir / MANIFESTS, new_dir / MANIFESTS, OBJECT_KEY_FIELDS, object_label)
-    charts = _diff_file(old_dir / CHARTS, new_dir / CHARTS, CHART_LABEL_FIELDS, chart_label)
+    """What changed between two render directories. Objects written as the same text on both sides
+    (and files that are the same on both sides) are neither parsed nor compared, so the work
+    follows the change, not the size of the stack."""
+    objects = _diff_file(old_dir / MANIFESTS, new_dir / MANIFESTS, object_label)
+    charts = _diff_file(old_dir / CHARTS, new_dir / CHARTS, chart_label)
     old_releases, new_releases = set(chart_object_releases(old_dir)), set(chart_object_releases(new_dir))
     chart_objects = {
         release: diff
@@ -380,7 +332,6 @@ def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
             diff := _diff_file(
                 old_dir / chart_objects_file(release),
                 new_dir / chart_objects_file(release),
-                OBJECT_KEY_FIELDS,
                 object_label,
             )
         ).empty

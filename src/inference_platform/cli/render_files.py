@@ -5,11 +5,10 @@ outputs.yaml (the stack outputs)."""
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
 import tempfile
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +53,6 @@ def object_key(manifest: Mapping[str, Any]) -> tuple[str, str, str, str]:
     """Identity of an object: apiVersion, kind, namespace, name."""
     metadata = manifest.get("metadata", {})
     return manifest["apiVersion"], manifest["kind"], metadata.get("namespace", ""), metadata.get("name", "")
-
-
-OBJECT_KEY_FIELDS = ("apiVersion", "kind", "metadata.namespace", "metadata.name")
-"""The fields `object_key` reads, as `identity_fields` names them."""
 
 
 def _sort_key(manifest: Mapping[str, Any]) -> tuple[int, str, str, str, str]:
@@ -206,84 +201,6 @@ def document_texts(text: str) -> list[str] | None:
         return []
     parts = body.split(_SEPARATOR)
     return [part + "\n" for part in parts[:-1]] + [parts[-1]]
-
-
-_KEY_OR_LINE = r"(?:(?P<key>[A-Za-z0-9_][A-Za-z0-9_./-]*):(?: (?P<value>[^\n]*))?$|(?P<other>[^ \n][^\n]*))"
-_LINES_AT = {indent: re.compile(r"\n" + " " * indent + _KEY_OR_LINE, re.MULTILINE) for indent in (0, 2)}
-"""Every line at a column, after its line break: a plain key (and the rest of its line), or another line."""
-_PLAIN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:-]*(?<!:)")
-"""One word YAML may leave unquoted: `VirtualService`, `apps/v1`, `system:auth-delegator`, `oci://host/chart`."""
-
-
-@functools.lru_cache(maxsize=4096)
-def _plain_string(value: str) -> bool:
-    """A plain scalar with no space that YAML reads as this very string (not a number, a bool or null)."""
-    if _PLAIN_WORD.fullmatch(value) is None:
-        return False
-    # The loader's own resolver: `true`, `null`, `1.5` or `2024-01-01` read as what they are.
-    tag = yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
-    return bool(tag == "tag:yaml.org,2002:str")
-
-
-def _mapping_lines(text: str, indent: int) -> list[re.Match[str]] | None:
-    """The lines at `indent` of `text` (which starts with a line break): each a key of one block
-    mapping, or a `- ` item of a list under the key above it (`...` ends a document). None when
-    the text does not start with a key there, or any other line is there (a quoted key, a
-    complex key): not a mapping of plain keys."""
-    lines = list(_LINES_AT[indent].finditer(text))
-    if not lines or lines[0].start() != 0 or lines[0]["key"] is None:
-        return None
-    for line in lines:
-        other = line["other"]
-        if other is not None and not (other.startswith("- ") or other in ("-", "...")):
-            return None
-    return lines
-
-
-def identity_fields(text: str, fields: Collection[str]) -> dict[str, Any] | None:
-    """`fields` of one document's text as `dump_documents` writes it (top-level keys, or one level
-    down as `metadata.name`), read without parsing the rest: a dict holding those of them the
-    document has, with the values a parser gives. Only plain one-word strings are read so; None
-    when any of them is written otherwise (quoted, null, a number), or the text is not a block
-    mapping of plain keys: then the caller parses the document."""
-    nested: dict[str, set[str]] = {}
-    for field in fields:
-        parent, _, child = field.partition(".")
-        if child:
-            nested.setdefault(parent, set()).add(child)
-    text = "\n" + text
-    top = _mapping_lines(text, 0)
-    if top is None:
-        return None
-    found: dict[str, Any] = {}
-    for index, line in enumerate(top):
-        key, value = line["key"], line["value"]
-        if key in nested:
-            if value is not None:  # on the key's line: not a block mapping
-                return None
-            # A block mapping one level in: the lines up to the next one at column 0.
-            block = text[line.end() : top[index + 1].start() if index + 1 < len(top) else len(text)]
-            if (inner := _mapping_lines(block, 2)) is None:
-                return None
-            found[key] = {}
-            for entry in inner:
-                if entry["key"] in nested[key]:
-                    if not _one_line_string(block, entry, entry["value"], 2):
-                        return None
-                    found[key][entry["key"]] = entry["value"]
-        elif key in fields:
-            if not _one_line_string(text, line, value, 0):
-                return None
-            found[key] = value
-    return found
-
-
-def _one_line_string(text: str, line: re.Match[str], value: str | None, indent: int) -> bool:
-    """The value on a key's line is all of it, and a plain string: the next line is no deeper than
-    the key (a long plain value folds onto deeper lines)."""
-    following = text[line.end() + 1 : line.end() + 2 + indent]
-    ends = following == "" or (not following.startswith("\n") and following != " " * (indent + 1))
-    return value is not None and ends and _plain_string(value)
 
 
 def read_render(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
