@@ -9,7 +9,7 @@ STACK ?= dev
 # environments hold (torch alone is thousands of modules), and the installs take half the CPU.
 PIP_FLAGS := --quiet --no-compile --disable-pip-version-check
 
-.PHONY: render test setup lint typecheck docs docs-reference unit schema provider bench bench-comparator clean helm mutants
+.PHONY: render test setup lint typecheck docs docs-reference unit schema provider bench bench-diff bench-comparator clean helm mutants
 
 # Pinned chart tarballs (<chart>-<version>.tgz) to expand offline, e.g. an air-gapped mirror:
 # `make render CHARTS_DIR=/srv/charts`. By default the pinned copies beside this checkout
@@ -133,6 +133,11 @@ mutants: $(BIN)/.mutmut
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench.render_scale
+
+# infra diff of 100- and 400-model renders that differ by nothing, one weight or one shadow (several
+# minutes: it renders each size three times): bench/diff_scale.py.
+bench-diff: $(BIN)/.installed
+	$(BIN)/python -m bench.diff_scale
 
 # The payload comparator under load on loopback (two minutes): bench/comparator_load.py.
 bench-comparator: .venv-comparator/.installed

@@ -2,23 +2,42 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from inference_platform.cli import diff as diff_module
 from inference_platform.cli.diff import (
     ABSENT,
     TRUNCATION_NOTE,
     RenderDiff,
+    capacity_change,
+    chart_label,
     diff_objects,
     diff_renders,
+    field_changes,
     markdown_report,
+    npu_capacity_change,
+    object_label,
     truncated,
 )
 from inference_platform.cli.main import main
+from inference_platform.cli.render_files import (
+    CHARTS,
+    MANIFESTS,
+    OUTPUTS,
+    chart_objects_file,
+    document_texts,
+    dump_documents,
+    load_documents,
+    read_chart_objects,
+    read_render,
+)
 from tests.conftest import base_config
+from tests.stacks.conftest import shared_render
 
 Config = dict[str, Any]
 RenderDir = Callable[[Config], Path]
@@ -284,3 +303,139 @@ def test_a_long_changed_value_is_shown_whole_as_a_diff_below_the_table() -> None
 
     assert "| `data.expr` | (see below) | (see below) |" in text
     assert f"`data.expr`:\n```diff\n--- before\n+++ after\n@@ -1 +1 @@\n-{before}\n+{after}\n```" in text
+
+
+def full_diff(old_dir: Path, new_dir: Path) -> RenderDiff:
+    """The straightforward diff of two renders: every object of both parsed and compared field by
+    field, as `diff_renders` did before it compared objects by their text first."""
+    old_manifests, old_charts, old_outputs = read_render(old_dir)
+    new_manifests, new_charts, new_outputs = read_render(new_dir)
+    old_expanded, new_expanded = read_chart_objects(old_dir), read_chart_objects(new_dir)
+    return RenderDiff(
+        diff_objects(old_manifests, new_manifests),
+        diff_objects(old_charts, new_charts, chart_label),
+        field_changes(old_outputs, new_outputs),
+        {
+            release: diff
+            for release in sorted(old_expanded.keys() | new_expanded.keys())
+            if not (diff := diff_objects(old_expanded.get(release, []), new_expanded.get(release, []))).empty
+        },
+        frozenset(old_expanded.keys() ^ new_expanded.keys()),
+        capacity_change(old_outputs, new_outputs),
+        npu_capacity_change(old_outputs, new_outputs),
+    )
+
+
+@pytest.fixture(scope="module")
+def big_render(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The prod stack rendered with its charts (the render tests/stacks/ share): 116 objects of
+    the program's, 8 charts and their objects as Helm expands them."""
+    return shared_render("prod", tmp_path_factory).directory
+
+
+Edit = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
+def edited(render: Path, out: Path, edits: dict[str, Edit]) -> Path:
+    """A copy of `render` with files' objects edited (render file name -> its objects, edited),
+    written back as the render writes them: the objects left alone keep their very text."""
+    if not out.exists():
+        shutil.copytree(render, out)
+    for name, edit in edits.items():
+        path = out / name
+        text = path.read_text(encoding="utf-8")
+        assert dump_documents(load_documents(text)) == text  # written back, an object is its old text
+        path.write_text(dump_documents(edit(load_documents(text))), encoding="utf-8")
+    return out
+
+
+def split_route(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first route to one destination of a VirtualService's first HTTP route moved 90/10 onto a new
+    subset: one object changed in two fields."""
+    for document in objects:
+        route = document.get("spec", {}).get("http", [{}])[0].get("route", [])
+        if document["kind"] == "VirtualService" and len(route) == 1:
+            canary = {"destination": route[0]["destination"] | {"subset": "canary"}, "weight": 10}
+            route[0]["weight"] = 90
+            route.append(canary)
+            return objects
+    raise AssertionError("no VirtualService with a single route")
+
+
+def test_a_large_render_pair_reports_what_a_full_diff_reports(big_render: Path, tmp_path: Path) -> None:
+    """Objects compared by their text first, then field by field only where it differs: the very
+    report of parsing and comparing everything, whatever changed (an object's field, an object
+    added or removed, a chart's values and its objects, a chart gone, the outputs)."""
+
+    def manifests(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        split_route(objects)
+        added = next(o for o in objects if o["kind"] == "ConfigMap")
+        removed = next(o for o in objects if o["kind"] == "Service")
+        return [*(o for o in objects if o is not removed), added | {"metadata": added["metadata"] | {"name": "new"}}]
+
+    def charts(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        prometheus = next(c for c in objects if c["name"] == "prometheus")
+        prometheus["values"]["server"]["retention"] = "9d"
+        return [c for c in objects if c["name"] != "metrics-server"]
+
+    def prometheus(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        objects[0]["metadata"]["labels"]["edited"] = "yes"
+        return objects
+
+    def outputs(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        objects[0]["capacity"]["gpus"]["peak"] += 1
+        return objects
+
+    new = edited(
+        big_render,
+        tmp_path / "new",
+        {MANIFESTS: manifests, CHARTS: charts, chart_objects_file("prometheus"): prometheus, OUTPUTS: outputs},
+    )
+    (new / chart_objects_file("metrics-server")).unlink()
+
+    diff = diff_renders(big_render, new)
+
+    full = full_diff(big_render, new)
+    assert diff == full
+    assert markdown_report(diff) == markdown_report(full)
+    assert (len(diff.objects.added), len(diff.objects.removed), len(diff.objects.changed)) == (1, 1, 1)
+    assert list(diff.charts.changed) == ["helm.v4.Chart monitoring/prometheus (prometheus)"]
+    assert list(diff.charts.removed) == ["helm.v4.Chart metrics-server/metrics-server (metrics-server)"]
+    assert list(diff.chart_objects) == ["metrics-server", "prometheus"]
+    assert diff.whole_charts == {"metrics-server"}
+    assert diff.capacity is not None
+
+
+def test_objects_written_alike_are_neither_parsed_nor_compared(
+    big_render: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One object changed: it is the only one parsed (its text on both sides) and the only one
+    compared field by field."""
+    new = edited(big_render, tmp_path / "new", {MANIFESTS: split_route})
+    parsed: list[str] = []
+    compared: list[tuple[str, str]] = []
+
+    def parse(text: str) -> list[Any]:
+        parsed.append(text)
+        return load_documents(text)
+
+    def compare(before: Any, after: Any) -> Any:
+        compared.append((object_label(before), object_label(after)))
+        return field_changes(before, after)
+
+    monkeypatch.setattr(diff_module, "load_documents", parse)
+    monkeypatch.setattr(diff_module, "field_changes", compare)
+
+    diff = diff_renders(big_render, new)
+
+    ((label, changes),) = diff.objects.changed.items()
+    assert label.startswith("VirtualService ")
+    assert [c.path.partition("].route")[2] for c in changes] == ["[0].weight", "[1]"]
+    assert compared == [(label, label)]
+    before, after = (document_texts((side / MANIFESTS).read_text(encoding="utf-8")) or [] for side in (big_render, new))
+    changed = [t for t in before if t not in after] + [t for t in after if t not in before]
+    assert len(changed) == 2
+    assert sorted(parsed) == sorted(changed)
+    assert diff.charts.empty
+    assert not diff.chart_objects
+    assert not diff.outputs

@@ -5,12 +5,23 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from inference_platform.cli.render_files import dump_documents, object_key, read_chart_objects, read_render
+from inference_platform.cli.render_files import (
+    CHARTS,
+    MANIFESTS,
+    OUTPUTS,
+    chart_object_releases,
+    chart_objects_file,
+    document_texts,
+    dump_documents,
+    load_documents,
+    object_key,
+    read_text,
+)
 
 _MAX_CELL = 160
 """Values longer than this (or with a line break) go below the table, whole."""
@@ -196,10 +207,17 @@ def _telling_labels(groups: list[list[dict[str, str]]], spread: Mapping[str, set
     return None
 
 
-def _label(key: tuple[str, ...]) -> str:
-    api_version, kind, namespace, name = key
+def object_label(manifest: Mapping[str, Any]) -> str:
+    """A Kubernetes object as the report names it: `Kind namespace/name (apiVersion)`."""
+    api_version, kind, namespace, name = object_key(manifest)
     where = f"{namespace}/{name}" if namespace else name
     return f"{kind} {where} ({api_version})"
+
+
+def chart_label(chart: Mapping[str, Any]) -> str:
+    """A charts.yaml entry as the report names it: `helm.v4.Chart namespace/release (chart)`, or a
+    manifest file's `yaml.v2.ConfigFile /name (url)`."""
+    return f"{chart['kind']} {chart.get('namespace') or ''}/{chart['name']} ({chart.get('chart') or chart['file']})"
 
 
 def _diff_keyed(old: Mapping[str, Any], new: Mapping[str, Any]) -> ObjectDiff:
@@ -212,9 +230,31 @@ def _diff_keyed(old: Mapping[str, Any], new: Mapping[str, Any]) -> ObjectDiff:
     )
 
 
-def diff_objects(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> ObjectDiff:
-    """Kubernetes objects added, removed and changed, keyed by `Kind namespace/name (apiVersion)`."""
-    return _diff_keyed({_label(object_key(m)): m for m in old}, {_label(object_key(m)): m for m in new})
+def diff_objects(
+    old: list[dict[str, Any]], new: list[dict[str, Any]], label: Callable[[Mapping[str, Any]], str] = object_label
+) -> ObjectDiff:
+    """Objects added, removed and changed, each compared field by field, keyed by `label` (for
+    Kubernetes objects `Kind namespace/name (apiVersion)`)."""
+    return _diff_keyed({label(m): m for m in old}, {label(m): m for m in new})
+
+
+def _diff_file(old: Path, new: Path, label: Callable[[Mapping[str, Any]], str]) -> ObjectDiff:
+    """What changed between two versions of a render file. The render writes an object as the same
+    text every time, so an object whose text is in both files is unchanged: only the documents
+    written differently (an object changed, added or removed) are parsed and compared field by
+    field. A file in another shape than the render writes is parsed whole."""
+    old_text, new_text = read_text(old), read_text(new)
+    if old_text == new_text:
+        return ObjectDiff({}, {}, {})
+    old_texts, new_texts = document_texts(old_text), document_texts(new_text)
+    if old_texts is None or new_texts is None:
+        return diff_objects(load_documents(old_text), load_documents(new_text), label)
+    same = set(old_texts) & set(new_texts)
+    return diff_objects(
+        [value for text in old_texts if text not in same for value in load_documents(text)],
+        [value for text in new_texts if text not in same for value in load_documents(text)],
+        label,
+    )
 
 
 class RenderDiff(NamedTuple):
@@ -279,22 +319,29 @@ def npu_capacity_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple
 
 
 def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
-    """What changed between two render directories."""
-    old_manifests, old_charts, old_outputs = read_render(old_dir)
-    new_manifests, new_charts, new_outputs = read_render(new_dir)
-    objects = diff_objects(old_manifests, new_manifests)
-
-    def chart_label(chart: Mapping[str, Any]) -> str:
-        return f"{chart['kind']} {chart.get('namespace') or ''}/{chart['name']} ({chart.get('chart') or chart['file']})"
-
-    charts = _diff_keyed({chart_label(c): c for c in old_charts}, {chart_label(c): c for c in new_charts})
-    old_expanded, new_expanded = read_chart_objects(old_dir), read_chart_objects(new_dir)
+    """What changed between two render directories. Objects written as the same text on both sides
+    (and files that are the same on both sides) are neither parsed nor compared, so the work
+    follows the change, not the size of the stack."""
+    objects = _diff_file(old_dir / MANIFESTS, new_dir / MANIFESTS, object_label)
+    charts = _diff_file(old_dir / CHARTS, new_dir / CHARTS, chart_label)
+    old_releases, new_releases = set(chart_object_releases(old_dir)), set(chart_object_releases(new_dir))
     chart_objects = {
         release: diff
-        for release in sorted(old_expanded.keys() | new_expanded.keys())
-        if not (diff := diff_objects(old_expanded.get(release, []), new_expanded.get(release, []))).empty
+        for release in sorted(old_releases | new_releases)
+        if not (
+            diff := _diff_file(
+                old_dir / chart_objects_file(release),
+                new_dir / chart_objects_file(release),
+                object_label,
+            )
+        ).empty
     }
-    whole = frozenset(old_expanded.keys() ^ new_expanded.keys())
+    whole = frozenset(old_releases ^ new_releases)
+    old_outputs_text, new_outputs_text = read_text(old_dir / OUTPUTS), read_text(new_dir / OUTPUTS)
+    if old_outputs_text == new_outputs_text:
+        return RenderDiff(objects, charts, [], chart_objects, whole)
+    old_outputs: dict[str, Any] = next(iter(load_documents(old_outputs_text)), {})
+    new_outputs: dict[str, Any] = next(iter(load_documents(new_outputs_text)), {})
     return RenderDiff(
         objects,
         charts,

@@ -5,6 +5,7 @@ outputs.yaml (the stack outputs)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -169,11 +170,37 @@ def write_render(texts: Mapping[str, str], out_dir: Path) -> None:
             shutil.rmtree(staging)
 
 
-def _load(path: Path) -> list[Any]:
-    if not path.exists():
-        return []
+def load_documents(text: str) -> list[Any]:
+    """Every document of a render file's text, parsed (empty documents left out)."""
     # libyaml both ways: the files are written with its dumper, and read ten times faster than in Python.
-    return [doc for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader) if doc is not None]
+    return [doc for doc in yaml.load_all(text, Loader=yaml.CSafeLoader) if doc is not None]
+
+
+def read_text(path: Path) -> str:
+    """A render file's text; empty when the render has no such file."""
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def _load(path: Path) -> list[Any]:
+    return load_documents(read_text(path))
+
+
+_SEPARATOR = "\n---\n"
+_NOT_SPLIT_HERE = re.compile(r"\n(?:%|---[^\n])")
+"""A directive, or a document that starts on its `---` line (a scalar, a tag): parse the file whole."""
+
+
+def document_texts(text: str) -> list[str] | None:
+    """Each document's own text, as `dump_documents` writes them: a line `---` between documents.
+    Equal objects are written as equal texts, so equal texts need no parsing to be known equal.
+    None for a text in another shape (the caller parses it whole)."""
+    if _NOT_SPLIT_HERE.search("\n" + text[:4]) or _NOT_SPLIT_HERE.search(text):
+        return None
+    body = text.removeprefix("---\n")
+    if not body:
+        return []
+    parts = body.split(_SEPARATOR)
+    return [part + "\n" for part in parts[:-1]] + [parts[-1]]
 
 
 def read_render(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
@@ -182,6 +209,11 @@ def read_render(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, A
     return _load(directory / MANIFESTS), _load(directory / CHARTS), outputs[0] if outputs else {}
 
 
+def chart_object_releases(directory: Path) -> list[str]:
+    """The releases whose expanded objects a render holds, in their files' order; none when it did not expand charts."""
+    return [path.stem for path in sorted((directory / CHART_OBJECTS).glob("*.yaml"))]
+
+
 def read_chart_objects(directory: Path) -> dict[str, list[dict[str, Any]]]:
     """Each expanded chart's objects, by release; empty when the render did not expand charts."""
-    return {path.stem: _load(path) for path in sorted((directory / CHART_OBJECTS).glob("*.yaml"))}
+    return {release: _load(directory / chart_objects_file(release)) for release in chart_object_releases(directory)}
