@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,36 +17,23 @@ from inference_platform.cli.stack_selection import as_matrix, read_stacks, selec
 from inference_platform.config.errors import ConfigError
 from inference_platform.stack.config import PROJECT
 from inference_platform.stack.fleet import PLATFORM_STACK_KEY, SHARDS_KEY
-from tests.conftest import ROOT, base_config, write_stack_file
+from tests.conftest import (
+    ROOT,
+    base_config,
+    platform_stack_config,
+    shard_stack_config,
+    write_sharded_repository,
+    write_stack_file,
+)
 
 SHARDS = f"{PROJECT}:{SHARDS_KEY}"
 PLATFORM_STACK = f"{PROJECT}:{PLATFORM_STACK_KEY}"
-MODELS = f"{PROJECT}:models"
-
-
-def platform_config(shards: list[str]) -> dict[str, Any]:
-    """The platform stack: the environment's settings and its shards, no models."""
-    config = {key: value for key, value in base_config().items() if key != MODELS}
-    return config | {SHARDS: shards}
-
-
-def shard_config(platform: str, models: list[str]) -> dict[str, Any]:
-    """A shard: some of the environment's models, and the platform stack it reads."""
-    kept = [model for model in base_config()[MODELS] if model["name"] in models]
-    return {PLATFORM_STACK: f"organization/{PROJECT}/{platform}", MODELS: kept}
 
 
 @pytest.fixture
 def repository(tmp_path: Path) -> Path:
     """prod: a platform stack with the shards prod-a and prod-b; dev: one stack, as today."""
-    shutil.copy(ROOT / PROJECT_FILE, tmp_path / PROJECT_FILE)
-    write_stack_file(tmp_path / "Pulumi.prod.yaml", platform_config(["prod-a", "prod-b"]))
-    write_stack_file(tmp_path / "Pulumi.prod-a.yaml", shard_config("prod", ["iris"]))
-    write_stack_file(tmp_path / "Pulumi.prod-b.yaml", shard_config("prod", ["churn"]))
-    write_stack_file(tmp_path / "Pulumi.dev.yaml", base_config())
-    (tmp_path / "examples").mkdir()
-    write_stack_file(tmp_path / "examples" / "Pulumi.example.yaml", base_config())  # not a stack of the project
-    return tmp_path
+    return write_sharded_repository(tmp_path)
 
 
 def matrix(root: Path, *changed: str) -> dict[str, Any]:
@@ -178,7 +164,7 @@ def test_a_deleted_stack_file_is_diffed_not_previewed(repository: Path) -> None:
     """A shard retired: its file is gone and the platform no longer lists it; the render diff shows
     its objects going away, the previews run on what is left."""
     (repository / "Pulumi.prod-b.yaml").unlink()
-    write_stack_file(repository / "Pulumi.prod.yaml", platform_config(["prod-a"]))
+    write_stack_file(repository / "Pulumi.prod.yaml", platform_stack_config(["prod-a"]))
     selected = matrix(repository, "Pulumi.prod.yaml", "Pulumi.prod-b.yaml")
     assert selected["stacks"] == ["prod", "prod-a"]
     assert selected["removed"] == ["prod-b"]
@@ -212,8 +198,8 @@ def test_a_platform_listing_a_stack_whose_file_is_missing(repository: Path) -> N
 
 
 def test_stack_files_that_disagree_are_each_reported_at_their_line(repository: Path) -> None:
-    write_stack_file(repository / "Pulumi.prod.yaml", platform_config(["prod-a", "dev", "prod-a"]))
-    write_stack_file(repository / "Pulumi.qa-a.yaml", shard_config("dev", ["iris"]))
+    write_stack_file(repository / "Pulumi.prod.yaml", platform_stack_config(["prod-a", "dev", "prod-a"]))
+    write_stack_file(repository / "Pulumi.qa-a.yaml", shard_stack_config("dev", ["iris"]))
     assert problems(repository) == [
         f"{repository}/Pulumi.prod.yaml:6:5: shards[1]: 'dev' is not a shard: "
         f"Pulumi.dev.yaml has no {PROJECT}:{PLATFORM_STACK_KEY}",
@@ -226,8 +212,8 @@ def test_stack_files_that_disagree_are_each_reported_at_their_line(repository: P
 
 
 def test_keys_of_the_wrong_shape(repository: Path) -> None:
-    write_stack_file(repository / "Pulumi.prod.yaml", platform_config([]) | {SHARDS: "prod-a"})
-    write_stack_file(repository / "Pulumi.prod-a.yaml", shard_config("prod", []) | {PLATFORM_STACK: ["prod"]})
+    write_stack_file(repository / "Pulumi.prod.yaml", platform_stack_config([]) | {SHARDS: "prod-a"})
+    write_stack_file(repository / "Pulumi.prod-a.yaml", shard_stack_config("prod", []) | {PLATFORM_STACK: ["prod"]})
     assert problems(repository) == [
         f"{repository}/Pulumi.prod.yaml:4:3: shards: must be a list of the shards' stack names",
         f"{repository}/Pulumi.prod-a.yaml:2:3: platformStack: must name the platform stack as a StackReference "
