@@ -212,15 +212,27 @@ def test_stack_files_that_disagree_are_each_reported_at_their_line(repository: P
 
 
 def test_keys_of_the_wrong_shape(repository: Path) -> None:
+    """Each is reported; what the others say of a stack whose key cannot be read waits until it can
+    (prod-b is not listed by a platform whose list is unreadable: not said)."""
     write_stack_file(repository / "Pulumi.prod.yaml", platform_stack_config([]) | {SHARDS: "prod-a"})
     write_stack_file(repository / "Pulumi.prod-a.yaml", shard_stack_config("prod", []) | {PLATFORM_STACK: ["prod"]})
-    assert problems(repository) == [
+    with pytest.raises(ConfigError) as raised:
+        read_stacks(repository)
+    assert [str(problem) for problem in raised.value.problems] == [
         f"{repository}/Pulumi.prod.yaml:4:3: shards: must be a list of the shards' stack names",
         f"{repository}/Pulumi.prod-a.yaml:2:3: platformStack: must name the platform stack as a StackReference "
         "does: <organization>/<project>/<stack>",
-        f"{repository}/Pulumi.prod-b.yaml:2:3: platformStack: names the platform stack 'prod', "
-        f"whose {PROJECT}:{SHARDS_KEY} does not list 'prod-b'",
     ]
+    assert raised.value.incomplete
+
+
+def test_an_unreadable_platform_stack_file_is_not_a_missing_one(repository: Path) -> None:
+    (repository / "Pulumi.prod.yaml").write_text("config: [\n")
+    with pytest.raises(ConfigError) as raised:
+        read_stacks(repository, ["dev", "prod"])
+    (problem,) = raised.value.problems
+    assert str(problem).startswith(f"{repository}/Pulumi.prod.yaml:2:1: not valid YAML")
+    assert raised.value.incomplete
 
 
 def test_environments_the_deploy_workflow_leaves_out(repository: Path) -> None:

@@ -121,46 +121,57 @@ def _read_stack(root: Path, name: str) -> tuple[Stack, list[Problem]]:
         if not isinstance(shards, list) or not all(isinstance(shard, str) and shard for shard in shards):
             problems.append(_problem_at(SHARDS_KEY, None, "must be a list of the shards' stack names"))
             return Stack(name, path, kind), problems
-        seen: set[str] = set()
-        for index, shard in enumerate(shards):
-            if shard in seen:
-                problems.append(_problem_at(SHARDS_KEY, index, f"lists {shard!r} twice"))
-            seen.add(shard)
         return Stack(name, path, kind, shards=tuple(shards)), problems
     return Stack(name, path, kind), problems
 
 
-def _disagreements(stacks: Mapping[str, Stack]) -> dict[str, list[Problem]]:
-    """What each stack file says that the others contradict, by stack name."""
+def _platform_problem(shard: Stack, name: str, stacks: Mapping[str, Stack]) -> str | None:
+    """What is wrong with the platform stack `name` a shard names, if anything."""
+    platform = stacks.get(name)
+    named = f"names the platform stack {name!r}"
+    if platform is None:
+        return f"{named}, which has no stack file {stack_file_name(name)}"
+    if platform.kind != "platform":
+        return f"{named}, which is not a platform stack: {platform.path.name} has no {PROJECT}:{SHARDS_KEY}"
+    if shard.name not in platform.shards:
+        return f"{named}, whose {PROJECT}:{SHARDS_KEY} does not list {shard.name!r}"
+    return None
+
+
+def _listing_problem(platform: Stack, index: int, stacks: Mapping[str, Stack]) -> str | None:
+    """What is wrong with the stack a platform lists at `index`, if anything."""
+    name = platform.shards[index]
+    shard = stacks.get(name)
+    if name in platform.shards[:index]:
+        return f"lists {name!r} twice"
+    if shard is None:
+        return f"{name!r} has no stack file {stack_file_name(name)}"
+    if shard.platform is None:
+        return f"{name!r} is not a shard: {shard.path.name} has no {PROJECT}:{PLATFORM_STACK_KEY}"
+    if shard.platform != platform.name:
+        return f"{name!r} is a shard of {shard.platform!r}, not of this platform stack"
+    return None
+
+
+def _disagreements(stacks: Mapping[str, Stack], unknown: set[str]) -> dict[str, list[Problem]]:
+    """What each stack file says that the others contradict, by stack name; stacks whose files (or
+    whose `shards` or `platformStack`) could not be read are `unknown`: nothing is said of them."""
     found: dict[str, list[Problem]] = {}
     for stack in stacks.values():
-        if stack.kind == "shard" and stack.platform is not None:
-            platform = stacks.get(stack.platform)
-            named = f"names the platform stack {stack.platform!r}"
-            if platform is None:
-                message = f"{named}, which has no stack file {stack_file_name(stack.platform)}"
-            elif platform.kind != "platform":
-                message = f"{named}, which is not a platform stack: {platform.path.name} has no {PROJECT}:{SHARDS_KEY}"
-            elif stack.name not in platform.shards:
-                message = f"{named}, whose {PROJECT}:{SHARDS_KEY} does not list {stack.name!r}"
-            else:
-                continue
-            found.setdefault(stack.name, []).append(_problem_at(PLATFORM_STACK_KEY, None, message))
+        if stack.platform is not None and stack.platform not in unknown:
+            message = _platform_problem(stack, stack.platform, stacks)
+            if message is not None:
+                found.setdefault(stack.name, []).append(_problem_at(PLATFORM_STACK_KEY, None, message))
         for index, name in enumerate(stack.shards):
-            shard = stacks.get(name)
-            if shard is None:
-                message = f"{name!r} has no stack file {stack_file_name(name)}"
-            elif shard.platform is None:
-                message = f"{name!r} is not a shard: {shard.path.name} has no {PROJECT}:{PLATFORM_STACK_KEY}"
-            elif shard.platform != stack.name:
-                message = f"{name!r} is a shard of {shard.platform!r}, not of this platform stack"
-            else:
-                continue
-            found.setdefault(stack.name, []).append(_problem_at(SHARDS_KEY, index, message))
+            message = _listing_problem(stack, index, stacks) if name not in unknown else None
+            if message is not None:
+                found.setdefault(stack.name, []).append(_problem_at(SHARDS_KEY, index, message))
     return found
 
 
-def _unknown_environments(stacks: Mapping[str, Stack], root: Path, environments: Sequence[str]) -> list[Problem]:
+def _unknown_environments(
+    stacks: Mapping[str, Stack], root: Path, environments: Sequence[str], unknown: set[str]
+) -> list[Problem]:
     """Environments the deploy workflow would leave out, and those it deploys that have no stack."""
     deployed = ", ".join(environments)
     problems = [
@@ -174,6 +185,8 @@ def _unknown_environments(stacks: Mapping[str, Stack], root: Path, environments:
     ]
     for environment in environments:
         stack = stacks.get(environment)
+        if environment in unknown:
+            continue
         if stack is None:
             message = f"the deploy workflow deploys the environment {environment!r}, which has no stack file"
             problems.append(Problem("", message, position=str(root / stack_file_name(environment))))
@@ -195,25 +208,29 @@ def read_stacks(root: Path, environments: Sequence[str] | None = None) -> Stacks
     stacks: dict[str, Stack] = {}
     problems: dict[str, list[Problem]] = {}
     unreadable: list[Problem] = []
+    unknown: set[str] = set()
     for name in stack_names(root):
         try:
             stack, found = _read_stack(root, name)
         except ConfigError as error:
             unreadable += error.problems
+            unknown.add(name)
             continue
         stacks[name] = stack
         if found:
             problems[name] = found
-    for name, found in _disagreements(stacks).items():
+            unknown.add(name)
+    for name, found in _disagreements(stacks, unknown).items():
         problems.setdefault(name, []).extend(found)
     located: list[Problem] = list(unreadable)
     for name, found in sorted(problems.items()):
         path = stacks[name].path
         located += in_file(ConfigError(sorted(found, key=problem_order)), path, read_stack_text(path)).problems
     if environments is not None:
-        located += _unknown_environments(stacks, root, environments)
+        located += _unknown_environments(stacks, root, environments, unknown)
     if located:
-        raise ConfigError(located, subject=SUBJECT)
+        # What the unread files say of the others is checked once they can be read.
+        raise ConfigError(located, subject=SUBJECT, incomplete=bool(unknown))
     return Stacks(root, stacks)
 
 
