@@ -62,15 +62,15 @@ EVERY_STACK = {
         pytest.param(
             ["Pulumi.prod-a.yaml"],
             {
-                "stacks": ["prod-a"],
-                "diff": ["prod-a"],
+                "stacks": ["prod", "prod-a"],
+                "diff": ["prod", "prod-a"],
                 "removed": [],
-                "platforms": [],
+                "platforms": ["prod"],
                 "shards": ["prod-a"],
                 "single": [],
-                "environments": {"dev": NOTHING, "prod": {"first": [], "shards": ["prod-a"]}},
+                "environments": {"dev": NOTHING, "prod": {"first": ["prod"], "shards": ["prod-a"]}},
             },
-            id="a shard's file: that shard",
+            id="a shard's file: that shard and its platform, which reads it",
         ),
         pytest.param(
             ["Pulumi.prod.yaml"],
@@ -153,10 +153,14 @@ def test_anything_else_selects_nothing(repository: Path, path: str) -> None:
 
 def test_shards_of_one_platform_and_a_one_stack_environment_together(repository: Path) -> None:
     selected = matrix(repository, "Pulumi.prod-b.yaml", "Pulumi.dev.yaml", "docs/index.md")
-    assert (selected["stacks"], selected["platforms"], selected["single"]) == (["dev", "prod-b"], [], ["dev"])
+    assert (selected["stacks"], selected["platforms"], selected["single"]) == (
+        ["dev", "prod", "prod-b"],
+        ["prod"],
+        ["dev"],
+    )
     assert selected["environments"] == {
         "dev": {"first": ["dev"], "shards": []},
-        "prod": {"first": [], "shards": ["prod-b"]},
+        "prod": {"first": ["prod"], "shards": ["prod-b"]},
     }
 
 
@@ -282,7 +286,7 @@ def test_the_command_reads_gits_listing(
     listing = repository / "changed"
     listing.write_text("docs/a b.md\0Pulumi.prod-a.yaml\0")
     code, out, _ = run(capsys, "--from", str(listing), "-z")
-    assert (code, json.loads(out)["stacks"]) == (ExitCode.OK, ["prod-a"])
+    assert (code, json.loads(out)["stacks"]) == (ExitCode.OK, ["prod", "prod-a"])
     monkeypatch.setattr("sys.stdin", io.StringIO("Pulumi.dev.yaml\nREADME.md\n"))
     code, out, _ = run(capsys, "--from", "-")
     assert (code, json.loads(out)["stacks"]) == (ExitCode.OK, ["dev"])

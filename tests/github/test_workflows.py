@@ -393,7 +393,7 @@ EDIT = "# a change\n"
 @pytest.mark.parametrize(
     ("paths", "stacks"),
     [
-        pytest.param({"Pulumi.prod-a.yaml": EDIT}, ["prod-a"], id="a shard file"),
+        pytest.param({"Pulumi.prod-a.yaml": EDIT}, ["prod", "prod-a"], id="a shard file and its platform"),
         pytest.param({"Pulumi.prod.yaml": EDIT}, ["prod", "prod-a", "prod-b"], id="the platform file"),
         pytest.param({"docs/workflow.md": EDIT}, [], id="a docs file"),
     ],

@@ -375,7 +375,8 @@ def _add_stacks(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     stacks = commands.add_parser(
         "stacks",
         help="the stacks a change touches, as JSON for a CI matrix: platform stacks before their shards",
-        description="A shard's stack file selects that shard; a platform stack's file, the platform and its "
+        description="A shard's stack file selects that shard and its platform stack (which reads every shard's "
+        "file); a platform stack's file, the platform and its "
         "shards; a one-stack environment's file, that stack; the program "
         f"({', '.join([*(f'{directory}/' for directory in PROGRAM_DIRECTORIES), *PROGRAM_FILES])}), every stack; "
         "anything else, nothing. Prints one line of JSON: "

@@ -8,7 +8,9 @@ platform stack. A stack's environment is its own name, or for a shard its platfo
 
 A changed path (relative to the root, as `git diff --name-only` prints it) selects:
 
-- a shard's stack file: that shard;
+- a shard's stack file: that shard and its platform stack, which reads every shard's file (its
+  directory of the environment's models, the capacity plan, what it installs for them): a change
+  the platform does not see, such as a weight, previews as no change there;
 - a platform stack's file: the platform and every shard it lists (each reads its outputs);
 - a one-stack environment's file: that stack;
 - the program or anything it runs with (`src/`, `infra/`, `policies/`, `Pulumi.yaml`,
@@ -260,6 +262,8 @@ def select(stacks: Stacks, changed: Iterable[str]) -> Selection:
     for stack in (stacks.by_name[name] for name in named if name in stacks.by_name):
         selected.add(stack.name)
         selected.update(stack.shards)
+        if stack.platform is not None:
+            selected.add(stack.platform)
     return Selection(frozenset(selected), removed)
 
 
