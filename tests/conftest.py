@@ -31,6 +31,7 @@ from inference_platform.cli.render import RenderResult, run_program
 from inference_platform.cli.render_files import read_render
 from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.pins import ChartPin, ManifestPin
+from inference_platform.stack.fleet import PLATFORM_STACK_KEY, SHARDS_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -186,6 +187,36 @@ def base_config() -> dict[str, Any]:
 def write_stack_file(path: Path, config: dict[str, Any]) -> Path:
     path.write_text(yaml.safe_dump({"config": config}, sort_keys=False), encoding="utf-8")
     return path
+
+
+def platform_stack_config(shards: list[str]) -> dict[str, Any]:
+    """A platform stack: base_config's environment settings and its shards' stack names, no models."""
+    config = {key: value for key, value in base_config().items() if key != "inference-platform:models"}
+    return config | {f"inference-platform:{SHARDS_KEY}": shards}
+
+
+def shard_stack_config(platform: str, models: list[str]) -> dict[str, Any]:
+    """A shard: those of base_config's models, and the platform stack it reads (a self-managed
+    backend's StackReference name: its organization is always `organization`)."""
+    kept = [model for model in base_config()["inference-platform:models"] if model["name"] in models]
+    return {
+        f"inference-platform:{PLATFORM_STACK_KEY}": f"organization/inference-platform/{platform}",
+        "inference-platform:models": kept,
+    }
+
+
+def write_sharded_repository(directory: Path) -> Path:
+    """A project's stack files: prod, a platform stack with the shards prod-a (iris) and prod-b
+    (churn); dev, one stack as today. With the project's Pulumi.yaml, and an example stack file
+    under examples/ that is not one of its stacks."""
+    (directory / "Pulumi.yaml").write_bytes((ROOT / "Pulumi.yaml").read_bytes())
+    write_stack_file(directory / "Pulumi.prod.yaml", platform_stack_config(["prod-a", "prod-b"]))
+    write_stack_file(directory / "Pulumi.prod-a.yaml", shard_stack_config("prod", ["iris"]))
+    write_stack_file(directory / "Pulumi.prod-b.yaml", shard_stack_config("prod", ["churn"]))
+    write_stack_file(directory / "Pulumi.dev.yaml", base_config())
+    (directory / "examples").mkdir(exist_ok=True)
+    write_stack_file(directory / "examples" / "Pulumi.example.yaml", base_config())
+    return directory
 
 
 @pytest.fixture

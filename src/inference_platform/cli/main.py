@@ -52,6 +52,18 @@ from inference_platform.cli.render_files import (
 )
 from inference_platform.cli.schema import stack_file_schema
 from inference_platform.cli.stack_file import StackFile, read_stack_config, read_stack_file
+from inference_platform.cli.stack_selection import (
+    PROGRAM_DIRECTORIES,
+    PROGRAM_FILES,
+    as_matrix,
+    compact,
+    default_root,
+    every_stack,
+    github_outputs,
+    read_stacks,
+    select,
+    split_paths,
+)
 from inference_platform.config.base import validation_config_error
 from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.serving.analysis_spec import AnalysisSpec
@@ -405,9 +417,87 @@ def _window(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 10m, 1h)") from None
 
 
+def _changed_paths(args: argparse.Namespace) -> list[str] | None:
+    """The changed paths the command was given (arguments, or --from's listing); None after
+    printing why the usage is wrong."""
+    given = [bool(args.paths), args.changed_from is not None, args.all]
+    if sum(given) != 1:
+        print("stacks: give the changed paths, --from FILE or --all (one of them)", file=sys.stderr)
+        return None
+    if args.null and args.changed_from is None:
+        print("stacks: -z reads --from's listing; give --from FILE", file=sys.stderr)
+        return None
+    if args.changed_from is None:
+        return list(args.paths)  # none with --all
+    try:
+        text = sys.stdin.read() if args.changed_from == "-" else Path(args.changed_from).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        print(f"stacks: --from {args.changed_from}: {error}", file=sys.stderr)
+        return None
+    return split_paths(text, args.null)
+
+
+def _stacks(args: argparse.Namespace) -> ExitCode:
+    changed = _changed_paths(args)
+    if changed is None:
+        return ExitCode.CONFIG_ERROR
+    try:
+        stacks = read_stacks(Path(args.root) if args.root else default_root(), args.environments)
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return ExitCode.CONFIG_ERROR
+    except ProgramNotFoundError as error:
+        print(f"stacks: {error}", file=sys.stderr)
+        return ExitCode.CONFIG_ERROR
+    matrix = as_matrix(stacks, every_stack(stacks) if args.all else select(stacks, changed), args.environments)
+    sys.stdout.write(github_outputs(matrix) if args.github_output else compact(matrix) + "\n")
+    return ExitCode.OK
+
+
 def _schema(_: argparse.Namespace) -> ExitCode:
     print(json.dumps(stack_file_schema(), indent=2, sort_keys=True))
     return ExitCode.OK
+
+
+def _add_stacks(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`stacks`: what CI previews and deploys."""
+    stacks = commands.add_parser(
+        "stacks",
+        help="the stacks a change touches, as JSON for a CI matrix: platform stacks before their shards",
+        description="A shard's stack file selects that shard and its platform stack (which reads every shard's "
+        "file); a platform stack's file, the platform and its "
+        "shards; a one-stack environment's file, that stack; the program "
+        f"({', '.join([*(f'{directory}/' for directory in PROGRAM_DIRECTORIES), *PROGRAM_FILES])}), every stack; "
+        "anything else, nothing. Prints one line of JSON: "
+        "stacks (to preview), diff (to render and diff: those and the stack files the change deletes), removed, "
+        "platforms, shards, single, and per environment what runs first and which shards after it "
+        "(docs/workflow.md, Sharded environments in CI).",
+    )
+    stacks.add_argument("paths", nargs="*", metavar="PATH", help="a changed path, relative to the repository root")
+    stacks.add_argument(
+        "--from",
+        dest="changed_from",
+        metavar="FILE",
+        help="read the changed paths from FILE, one a line as `git diff --name-only` prints them (- for stdin)",
+    )
+    stacks.add_argument("-z", dest="null", action="store_true", help="--from's paths are NUL-separated (git diff -z)")
+    stacks.add_argument("--all", action="store_true", help="every stack (what a deploy runs)")
+    stacks.add_argument(
+        "--environments",
+        nargs="+",
+        metavar="ENV",
+        help="the environments the deploy workflow deploys, in its order: a stack of another environment, or "
+        "one of these without its stack file, is an error",
+    )
+    stacks.add_argument(
+        "--root", metavar="DIR", help="the directory of Pulumi.yaml and the stack files (default: the project's)"
+    )
+    stacks.add_argument(
+        "--github-output",
+        action="store_true",
+        help="print name=JSON lines for $GITHUB_OUTPUT instead: the lists, and <env>-first and <env>-shards",
+    )
+    stacks.set_defaults(handler=_stacks)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -507,6 +597,8 @@ def parser() -> argparse.ArgumentParser:
     capacity.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
     capacity.add_argument("--format", choices=["table", "json"], default="table")
     capacity.set_defaults(handler=_capacity)
+
+    _add_stacks(commands)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of a stack file")
     schema.set_defaults(handler=_schema)
