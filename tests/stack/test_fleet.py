@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from inference_platform.cli.main import main
-from inference_platform.cli.render_files import read_chart_objects, read_render
+from inference_platform.cli.render_files import MANIFESTS, OUTPUTS, read_chart_objects, read_render
 from inference_platform.platform import grafana, prometheus
 from inference_platform.stack import fleet
 from tests.conftest import full_config, write_stack_file
@@ -308,10 +308,26 @@ def test_a_shard_on_a_stack_that_is_no_platform_stack_is_refused(tmp_path: Path,
     assert "platformStack: acme/inference-platform/env is not a platform stack" in line
 
 
-def test_a_shard_without_its_platform_stacks_render_says_what_to_render(tmp_path: Path, capsys: Any) -> None:
+def test_a_shard_without_its_platform_stacks_render_renders_its_outputs_first(tmp_path: Path, capsys: Any) -> None:
+    """No render of the platform stack beside the shard's (a CI job rendering one shard): its outputs
+    come from the platform stack's file, rendered in the same process, and the shard's render is
+    the one it makes on the platform's render."""
     paths = write(tmp_path / "stacks", fleet_files())
-    assert render("env-a", paths["env-a"], tmp_path / "out") == 2
-    assert "render env first (infra render --stack env)" in capsys.readouterr().err
+    assert render("env-a", paths["env-a"], tmp_path / "alone") == 0
+    assert f"note: no render of env at {tmp_path / 'alone' / 'env'}" in capsys.readouterr().err
+    assert render(PLATFORM, paths[PLATFORM], tmp_path / "out") == 0
+    assert render("env-a", paths["env-a"], tmp_path / "out") == 0
+    assert "note: no render" not in capsys.readouterr().err
+    for name in (MANIFESTS, OUTPUTS):
+        assert (tmp_path / "alone" / "env-a" / name).read_bytes() == (tmp_path / "out" / "env-a" / name).read_bytes()
+
+
+def test_a_named_platform_render_that_is_not_one_says_what_to_render(tmp_path: Path, capsys: Any) -> None:
+    paths = write(tmp_path / "stacks", fleet_files())
+    assert render("env-a", paths["env-a"], tmp_path / "out", "--platform-render", str(tmp_path / "none")) == 2
+    assert f"--platform-render {tmp_path / 'none'} holds no render of env (infra render --stack env)" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_shard_overflowing_the_environments_gpus_is_refused_with_the_numbers(tmp_path: Path, capsys: Any) -> None:

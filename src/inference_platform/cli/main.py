@@ -36,7 +36,7 @@ from inference_platform.cli.charts import (
     expand_manifests,
 )
 from inference_platform.cli.diff import diff_renders, markdown_report, truncated
-from inference_platform.cli.environment import environment_of, read_environment, read_shard
+from inference_platform.cli.environment import environment_of, platform_render_outputs, read_environment, read_shard
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.project import ProgramNotFoundError, project_name
 from inference_platform.cli.promote import Promotion, PromotionError, parse_assignments, promote
@@ -161,22 +161,27 @@ def _stack_of_kind(
 
 def _platform_outputs(args: argparse.Namespace, config_path: Path, out_dir: Path) -> tuple[str, dict[str, Any]]:
     """A shard's platform stack's name and outputs, from that stack's render (`--platform-render`,
-    by default the render directory's sibling named after the platform stack)."""
+    by default the render directory's sibling named after the platform stack); where the sibling
+    holds none, from the platform stack's file beside the shard's, rendered in this process."""
     values = project_values(read_stack_file(config_path).config)
     platform = fleet.platform_stack_name(str(decode_value(values.get(fleet.PLATFORM_STACK_KEY))))
     directory = Path(args.platform_render) if args.platform_render else out_dir.parent / platform
-    if not (directory / OUTPUTS).is_file():
-        raise ConfigError(
-            [
-                Problem(
-                    "",
-                    f"{config_path}: a shard reads its platform stack's outputs, and {directory} holds no render "
-                    f"of it: render {platform} first (infra render --stack {platform}), or name its render "
-                    "with --platform-render",
-                )
-            ]
+    if (directory / OUTPUTS).is_file():
+        return platform, read_render(directory)[2]
+    if args.platform_render:
+        message = (
+            f"{config_path}: --platform-render {directory} holds no render of {platform} "
+            f"(infra render --stack {platform})"
         )
-    return platform, read_render(directory)[2]
+        raise ConfigError([Problem("", message)])
+    environment = environment_of(args.stack, config_path)
+    assert environment is not None  # a shard's file
+    print(
+        f"note: no render of {platform} at {directory}: its outputs read from {environment.path(platform)}, "
+        "rendered here (no charts)",
+        file=sys.stderr,
+    )
+    return platform, platform_render_outputs(environment)
 
 
 def _render_shards(args: argparse.Namespace, config_path: Path, out_dir: Path, shards: list[str]) -> ExitCode:
@@ -535,7 +540,8 @@ def parser() -> argparse.ArgumentParser:
         "--platform-render",
         metavar="DIR",
         help="for a shard: its platform stack's render, whose outputs stand for the StackReference "
-        "(default: the sibling of --out named after the platform stack)",
+        "(default: the sibling of --out named after the platform stack, or where that holds none, the "
+        "platform stack's file beside the shard's, rendered first without charts)",
     )
     render.add_argument(
         "--shards",
