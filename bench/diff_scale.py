@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from bench.render_scale import model_specs
 from inference_platform.cli.diff import diff_renders, markdown_report  # from whichever tree PYTHONPATH names first
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,17 +53,7 @@ CHANGES = ("nothing", "one weight", "one shadow")
 
 def stack_config(models: int, change: str) -> dict[str, Any]:
     """The stack file's config: `models` models of two live versions, the default platform."""
-    specs: list[dict[str, Any]] = [
-        {
-            "name": f"model-{i}",
-            "runtime": "mlserver",
-            "versions": [
-                {"name": "v1", "modelUri": f"pvc://models/m{i}/v1", "weight": 50},
-                {"name": "v2", "modelUri": f"pvc://models/m{i}/v2", "weight": 50},
-            ],
-        }
-        for i in range(models)
-    ]
+    specs = model_specs(models)
     versions = specs[CHANGED_MODEL]["versions"]
     if change == "one weight":
         versions[0]["weight"], versions[1]["weight"] = 60, 40

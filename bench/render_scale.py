@@ -43,8 +43,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = (10, 100, 400)
 
 
-def stack_config(models: int) -> dict[str, str]:
-    specs = [
+def model_specs(models: int) -> list[dict[str, Any]]:
+    """`models` MLServer models of two live versions, 50/50."""
+    return [
         {
             "name": f"model-{i}",
             "runtime": "mlserver",
@@ -55,6 +56,10 @@ def stack_config(models: int) -> dict[str, str]:
         }
         for i in range(models)
     ]
+
+
+def stack_config(models: int) -> dict[str, str]:
+    specs = model_specs(models)
     # Models only: the platform's charts and namespaces would be the same at every size.
     platform = {
         "ingress": {"enabled": False},
