@@ -19,6 +19,7 @@ import yaml
 
 from inference_platform.cli.main import main
 from inference_platform.cli.render_files import MANIFESTS, OUTPUTS, read_chart_objects, read_render
+from inference_platform.config import limits
 from inference_platform.platform import grafana, prometheus
 from inference_platform.stack import fleet
 from tests.conftest import full_config, write_stack_file
@@ -247,6 +248,32 @@ def test_a_platform_stack_holds_no_models(tmp_path: Path, capsys: Any) -> None:
     (line,) = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
     assert line.startswith(f"{paths[PLATFORM]}:")
     assert "models: a platform stack holds no models" in line
+
+
+def values_in(node: Any) -> int:
+    """The values a document holds, as config/limits.py counts them (itself and all below it)."""
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
+    return 1 + sum(values_in(child) for child in children)
+
+
+def test_shards_within_one_stacks_limits_are_read_whatever_their_sum(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit on how much a stack file may expand to holds for each file, not for the models the
+    platform stack gathers from all of them (10,000 models are far past one file's limit); a shard
+    past it is refused in its own file."""
+    files = fleet_files(env_b=lambda values: values | {f"{PREFIX}models": [model("bert"), model("gpt")]})
+    sizes = {stack: values_in({"config": files[stack]}) for stack in files}
+    gathered = values_in([m for shard in ("env-a", "env-b") for m in files[shard][f"{PREFIX}models"]])
+    paths = write(tmp_path, files)
+    monkeypatch.setattr(limits, "MAX_EXPANDED_NODES", max(sizes.values()))
+    assert gathered > limits.MAX_EXPANDED_NODES  # past the limit together, each file within it
+    assert render(PLATFORM, paths[PLATFORM], tmp_path / "out") == 0
+    monkeypatch.setattr(limits, "MAX_EXPANDED_NODES", sizes["env-a"])
+    assert sizes["env-b"] > limits.MAX_EXPANDED_NODES
+    (line,) = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "again"), tmp_path / "again")
+    assert line.startswith(f"{paths['env-b']}:")
+    assert f"expands to more than {limits.MAX_EXPANDED_NODES} values" in line
 
 
 @pytest.fixture

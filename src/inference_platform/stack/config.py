@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -672,21 +672,32 @@ def decode_value(raw: Any) -> Any:
     return raw
 
 
-def parse_stack_config(values: Mapping[str, Any]) -> StackConfig:
-    """Validate the project's config keys (without the `inference-platform:` prefix).
-
-    Raises ConfigError listing every problem with its path.
-    """
+def decode_within_limits(
+    values: Mapping[str, Any], checked: Collection[str] = ()
+) -> tuple[dict[str, Any], list[Problem]]:
+    """The project's config keys decoded, and a problem for each value too large or too deep to
+    read (config/limits.py); keys in `checked` were checked piece by piece by the caller (a whole
+    environment's models, gathered from its shards' files, each within the limits)."""
     decoded: dict[str, Any] = {}
     too_deep: list[Problem] = []
     for key, value in values.items():
         try:
             decoded[key] = decode_value(value)
-            problem = nesting_problem(decoded[key])
+            problem = None if key in checked else nesting_problem(decoded[key])
         except RecursionError:
             problem = "nests values too deeply"
         if problem is not None:
             too_deep.append(Problem(key, problem, (key,)))
+    return decoded, too_deep
+
+
+def parse_stack_config(values: Mapping[str, Any], checked: Collection[str] = ()) -> StackConfig:
+    """Validate the project's config keys (without the `inference-platform:` prefix); `checked`
+    as for `decode_within_limits`.
+
+    Raises ConfigError listing every problem with its path.
+    """
+    decoded, too_deep = decode_within_limits(values, checked)
     if too_deep:
         raise ConfigError(too_deep)
     try:

@@ -34,7 +34,7 @@ from inference_platform.serving.access import Workload
 from inference_platform.serving.inference_service.routing import mesh_route_name
 from inference_platform.serving.model_namespace import PART_OF_LABELS
 from inference_platform.stack import network, platform_components, serving_layer
-from inference_platform.stack.config import StackConfig, decode_value, parse_stack_config
+from inference_platform.stack.config import StackConfig, decode_value, decode_within_limits, parse_stack_config
 from inference_platform.stack.elsewhere import Elsewhere, Neighbour, Usage, beside
 from inference_platform.stack.platform_layer import deploy_platform
 
@@ -335,7 +335,9 @@ def deploy_shard(
 
 # --- Reading an environment -------------------------------------------------------------------
 
-SHARD_KEYS = frozenset({PLATFORM_STACK_KEY, "models", "pipelines"})
+GATHERED = ("models", "pipelines")
+"""What a platform stack gathers from its shards' files into its environment's config."""
+SHARD_KEYS = frozenset({PLATFORM_STACK_KEY, *GATHERED})
 """What a shard's file holds; everything else is its platform stack's."""
 
 
@@ -356,7 +358,7 @@ def environment(
     whose problems each name the stack whose file holds it."""
     problems = [
         _problem(stack, (key,), "a platform stack holds no models: they go in its shards (its `shards`)")
-        for key in ("models", "pipelines")
+        for key in GATHERED
         if _decoded(values, key)
     ]
     for name, shard in shards.items():
@@ -378,10 +380,13 @@ def environment(
             for key in shard
             if key not in SHARD_KEYS
         ]
+        # Each shard's models within the limits of one stack's; together they may be far larger.
+        _, too_large = decode_within_limits({kind: shard[kind] for kind in GATHERED if kind in shard})
+        problems += [_problem(name, problem.keys, problem.message) for problem in too_large]
     if problems:
         raise ConfigError(problems)
     merged = dict(values)
-    origins: dict[str, list[tuple[str, int]]] = {"models": [], "pipelines": []}
+    origins: dict[str, list[tuple[str, int]]] = {kind: [] for kind in GATHERED}
     for kind in origins:
         items: list[Any] = []
         for name, shard in shards.items():
@@ -391,7 +396,7 @@ def environment(
             items += found
         merged[kind] = items
     try:
-        config = parse_stack_config(merged)
+        config = parse_stack_config(merged, checked=GATHERED)
     except ConfigError as error:
         raise error.with_problems(_in_shards(error.problems, stack, origins)) from None
     views: dict[str, StackConfig] = {}
