@@ -164,7 +164,7 @@ def test_a_shard_reads_its_platform_stack_through_a_stack_reference(renders: Pat
     assert not [c for c in charts if c.get("chart", "").endswith(("istiod", "prometheus"))]
     assert set(outputs) == {"models", "capacity"}
     platform_outputs = read_render(renders / PLATFORM)[2]
-    facts = fleet.PlatformFacts.model_validate(platform_outputs[fleet.FACTS_OUTPUT])
+    facts = fleet.PlatformFacts.model_validate_json(platform_outputs[fleet.FACTS_OUTPUT])
     assert facts.shards == list(SHARDS)
     assert {entry.stack for entry in facts.directory.values()} == set(SHARDS)
     # No secret leaves the platform stack.

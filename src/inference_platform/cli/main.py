@@ -46,7 +46,7 @@ from inference_platform.cli.render_files import (
     OUTPUTS,
     chart_documents,
     is_chart,
-    read_render,
+    read_outputs,
     render_texts,
     write_render,
 )
@@ -167,7 +167,7 @@ def _platform_outputs(args: argparse.Namespace, config_path: Path, out_dir: Path
     platform = fleet.platform_stack_name(str(decode_value(values.get(fleet.PLATFORM_STACK_KEY))))
     directory = Path(args.platform_render) if args.platform_render else out_dir.parent / platform
     if (directory / OUTPUTS).is_file():
-        return platform, read_render(directory)[2]
+        return platform, read_outputs(directory)
     if args.platform_render:
         message = (
             f"{config_path}: --platform-render {directory} holds no render of {platform} "

@@ -203,10 +203,15 @@ def document_texts(text: str) -> list[str] | None:
     return [part + "\n" for part in parts[:-1]] + [parts[-1]]
 
 
+def read_outputs(directory: Path) -> dict[str, Any]:
+    """The stack outputs of a render directory (empty when it has none)."""
+    outputs = _load(directory / OUTPUTS)
+    return outputs[0] if outputs else {}
+
+
 def read_render(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """(manifests, charts, outputs) of a render directory."""
-    outputs = _load(directory / OUTPUTS)
-    return _load(directory / MANIFESTS), _load(directory / CHARTS), outputs[0] if outputs else {}
+    return _load(directory / MANIFESTS), _load(directory / CHARTS), read_outputs(directory)
 
 
 def chart_object_releases(directory: Path) -> list[str]:

@@ -104,7 +104,7 @@ class StackUsage(ConfigModel):
 
 
 class PlatformFacts(ConfigModel):
-    """A platform stack's `inferencePlatform` output."""
+    """A platform stack's `inferencePlatform` output (a JSON document)."""
 
     stack: str
     domain: DNSSubdomain
@@ -244,7 +244,9 @@ def deploy_platform_stack(
     return {
         "platform": platform.outputs,
         "capacity": config.capacity().as_json(),
-        FACTS_OUTPUT: platform_facts(config, stack, shards).model_dump(mode="json", by_alias=True),
+        # One JSON document, not a nested output: a shard's StackReference reads one string, where
+        # 10,000 models' nested values cost seconds and hundreds of MiB to deserialize.
+        FACTS_OUTPUT: platform_facts(config, stack, shards).model_dump_json(by_alias=True),
     }
 
 
@@ -267,15 +269,13 @@ def shard_context(config: StackConfig, facts: PlatformFacts, stack: str) -> serv
     }
     own = serving_layer.serving_context(config, others)
     # The output's mapping comes back with its keys sorted: the environment's order is each entry's index.
-    ordered = sorted(facts.directory.items(), key=lambda item: item[1].index)
+    held: dict[tuple[str, str], list[str]] = {}
+    for name, entry in sorted(facts.directory.items(), key=lambda item: item[1].index):
+        held.setdefault((entry.kind, entry.stack), []).append(name)
     directory: dict[str, serving_layer.ModelFacts] = {}
     for kind, mine in (("model", config.models), ("pipeline", config.pipelines)):
         for shard in facts.shards:
-            names = (
-                [item.name for item in mine]
-                if shard == stack
-                else [name for name, entry in ordered if entry.stack == shard and entry.kind == kind]
-            )
+            names = [item.name for item in mine] if shard == stack else held.get((kind, shard), [])
             for name in names:
                 directory[name] = own.directory[name] if shard == stack else others[name]
     calls = tuple((name, callee) for name, found in directory.items() for callee in found.calls)
@@ -299,7 +299,8 @@ def shard_manifests(config: StackConfig, stack: str) -> list[dict[str, Any]]:
                     "namespace": platform.prometheus.namespace,
                     "labels": {prometheus.RULES_LABEL: "true", **PART_OF_LABELS},
                 },
-                "data": {ALERTING_RULES_FILE: yaml.safe_dump(rules, sort_keys=False)},
+                # libyaml's emitter: the same text as PyYAML's, eight times faster (5 MB at 400 models).
+                "data": {ALERTING_RULES_FILE: yaml.dump(rules, Dumper=yaml.CSafeDumper, sort_keys=False)},
             }
         )
     if platform.grafana.enabled and compared:
@@ -470,9 +471,9 @@ def read_facts(stack: str, outputs: Any, reference: str) -> PlatformFacts:
     stack referred to is not a platform stack (no facts, or facts of another shape)."""
     raw = outputs.get(FACTS_OUTPUT) if isinstance(outputs, Mapping) else None
     try:
-        if raw is None:
+        if not isinstance(raw, str):
             raise ValueError(f"no {FACTS_OUTPUT} output")
-        return PlatformFacts.model_validate(raw)
+        return PlatformFacts.model_validate_json(raw)
     except (ValueError, ValidationError):
         message = (
             f"{reference} is not a platform stack: its outputs have no {FACTS_OUTPUT} (a one-stack environment, "
