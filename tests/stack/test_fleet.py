@@ -439,3 +439,30 @@ def test_the_chart_objects_of_a_shard_are_its_own(tmp_path: Path) -> None:
     assert render("env-b", paths["env-b"], out) == 0
     assert [c["name"] for c in read_render(out / "env-b")[1]] == ["chat-v1"]
     assert read_chart_objects(out / "env-b") == {}  # --no-charts
+
+
+def test_diff_takes_a_whole_environment(tmp_path: Path, capsys: Any) -> None:
+    """Two renders of the environment (render --shards): each stack's report, the stacks a change
+    left alone named once. A model added to env-b changes env-b and the platform's directory."""
+    paths = write(tmp_path / "stacks", fleet_files())
+    assert render(PLATFORM, paths[PLATFORM], tmp_path / "before", "--shards") == 0
+    added = fleet_files(env_b=lambda values: values | {f"{PREFIX}models": [*values[f"{PREFIX}models"], model("gpt")]})
+    write(tmp_path / "stacks", added)
+    assert render(PLATFORM, paths[PLATFORM], tmp_path / "after", "--shards") == 0
+    capsys.readouterr()
+
+    assert main(["diff", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
+    report = capsys.readouterr().out
+    assert report.startswith("## inference-platform render diff: an environment\n\n2 of 3 stacks changed. ")
+    assert "No changes: `env-a`." in report
+    sections = [line for line in report.splitlines() if line.startswith("## inference-platform render diff: stack")]
+    assert sections == [
+        "## inference-platform render diff: stack `env`",
+        "## inference-platform render diff: stack `env-b`",
+    ]
+    assert "Added: <code>Deployment service/gpt-v1 (apps/v1)</code>" in report
+    assert "Removed:" not in report
+
+    # One stack's render against an environment's: refused, as neither reads as the other.
+    assert main(["diff", str(tmp_path / "before" / "env-a"), str(tmp_path / "after")]) == 2
+    assert "diff two of a kind" in capsys.readouterr().err

@@ -458,11 +458,14 @@ def _chart_objects_section(chart_objects: Mapping[str, ObjectDiff], whole_charts
     return lines
 
 
+_NO_CHANGES = "No changes: both renders are identical."
+
+
 def markdown_report(diff: RenderDiff) -> str:
     objects, charts, outputs, chart_objects, whole_charts, capacity, npu_capacity = diff
     lines = ["## inference-platform render diff", ""]
     if objects.empty and charts.empty and not outputs and not chart_objects:
-        lines.append("No changes: both renders are identical.")
+        lines.append(_NO_CHANGES)
         return "\n".join(lines) + "\n"
     summary = f"Kubernetes objects: {_counts(objects)}. Helm charts: {_counts(charts)}."
     if chart_objects:
@@ -483,6 +486,34 @@ def markdown_report(diff: RenderDiff) -> str:
     lines += _chart_objects_section(chart_objects, whole_charts)
     if outputs:
         lines += ["### Stack outputs", "", *_changes_markdown(outputs), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def environment_stacks(directory: Path) -> list[str] | None:
+    """The stacks whose renders an environment's render directory holds (`infra render --shards`
+    writes the platform stack's and each shard's side by side), or None for one stack's render (a
+    directory with render files of its own, or none at all)."""
+    if not directory.is_dir() or any((directory / name).exists() for name in (MANIFESTS, CHARTS, OUTPUTS)):
+        return None
+    stacks = sorted(path.name for path in directory.iterdir() if (path / MANIFESTS).is_file())
+    return stacks or None
+
+
+def environment_report(old_dir: Path, new_dir: Path) -> str:
+    """Each stack's report, for two renders of an environment (a stack on one side only diffed
+    against nothing); the stacks without a change named in one line."""
+    old, new = environment_stacks(old_dir) or [], environment_stacks(new_dir) or []
+    reports = {stack: markdown_report(diff_renders(old_dir / stack, new_dir / stack)) for stack in sorted({*old, *new})}
+    changed = {stack: report for stack, report in reports.items() if not report.endswith(_NO_CHANGES + "\n")}
+    lines = ["## inference-platform render diff: an environment", ""]
+    same = [f"`{stack}`" for stack in reports if stack not in changed]
+    lines += [
+        f"{len(changed)} of {len(reports)} stacks changed." + (f" No changes: {', '.join(same)}." if same else ""),
+        "",
+    ]
+    for stack, report in changed.items():
+        title, body = report.split("\n", 1)
+        lines += [f"{title}: stack `{stack}`", body]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -35,7 +35,7 @@ from inference_platform.cli.charts import (
     expand,
     expand_manifests,
 )
-from inference_platform.cli.diff import diff_renders, markdown_report, truncated
+from inference_platform.cli.diff import diff_renders, environment_report, environment_stacks, markdown_report, truncated
 from inference_platform.cli.environment import environment_of, platform_render_outputs, read_environment, read_shard
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.project import ProgramNotFoundError, project_name
@@ -356,7 +356,16 @@ def _diff(args: argparse.Namespace) -> ExitCode:
         if not Path(directory).is_dir():
             print(f"not a render directory: {directory}", file=sys.stderr)
             return ExitCode.CONFIG_ERROR
-    report = markdown_report(diff_renders(Path(args.old), Path(args.new)))
+    old, new = Path(args.old), Path(args.new)
+    kinds = [environment_stacks(directory) is not None for directory in (old, new)]
+    if kinds[0] != kinds[1]:
+        print(
+            f"{old if kinds[0] else new} holds an environment's renders (one directory a stack), "
+            f"{new if kinds[0] else old} one stack's: diff two of a kind",
+            file=sys.stderr,
+        )
+        return ExitCode.CONFIG_ERROR
+    report = environment_report(old, new) if kinds[0] else markdown_report(diff_renders(old, new))
     sys.stdout.write(truncated(report, args.max_chars) if args.max_chars else report)
     return ExitCode.OK
 
@@ -550,7 +559,11 @@ def parser() -> argparse.ArgumentParser:
     )
     render.set_defaults(handler=_render)
 
-    diff = commands.add_parser("diff", help="Markdown report of what changed between two render directories")
+    diff = commands.add_parser(
+        "diff",
+        help="Markdown report of what changed between two render directories (of a stack, or of an "
+        "environment: a directory holding its stacks' renders, as render --shards writes them)",
+    )
     diff.add_argument("old")
     diff.add_argument("new")
     diff.add_argument(
