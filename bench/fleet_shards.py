@@ -22,7 +22,9 @@ largest of its shard processes'. Measured, in this order:
   files that changed (by content), each changed shard rendered alone on the platform stack's
   render, and `infra diff` of its render before and after, timed from the files to the report.
   Untimed, the platform stack is rendered again from the changed files and checked identical to
-  its render before, so no other stack has anything to re-render.
+  its render before, so no other stack has anything to re-render; and the shard is rendered as
+  the pull request's render-diff job renders it, with no platform render beside it (its
+  platform stack's outputs rendered first, in the same process).
 
 Targets (issue 31), each printed with its figure: the one-model change in at most 1.2x the
 reference's time; each shard's peak memory at most the reference's; the whole environment in at
@@ -293,6 +295,9 @@ class Change:
     """What the diff reports changed."""
     platform_again: Run
     platform_unchanged: bool
+    as_pull_request: Run
+    """The shard rendered as the pull request's render-diff job renders it: no platform render
+    beside it, so its platform stack's outputs are rendered first, in the same process."""
 
 
 def measure(models: int, shards: int, bench: Bench) -> None:
@@ -356,6 +361,12 @@ def measure(models: int, shards: int, bench: Bench) -> None:
         f"{'identical, so no other stack re-renders' if change.platform_unchanged else 'CHANGED'}",
         flush=True,
     )
+    print(
+        f"  (untimed) the shard as the pull request's render diff renders it, its platform's outputs rendered "
+        f"first in the same process: {change.as_pull_request.wall:.1f} s, "
+        f"peak {change.as_pull_request.peak_mib:.0f} MiB",
+        flush=True,
+    )
     print(f"load average now {' '.join(f'{load:.1f}' for load in os.getloadavg())} (1, 5, 15 minutes)")
     print_targets(models, cores, reference=reference, largest=largest, environment=environment, change=change)
 
@@ -398,6 +409,7 @@ def one_model_change(bench: Bench, changed_model: str, out: Path) -> Change:
     changed_objects = sorted(key.rsplit(" (", 1)[0] for d in differences for key in d.objects.changed)
     changed_objects += [f"{len(d.objects.added)} added, {len(d.objects.removed)} removed" for d in differences]
     platform_again = bench.render(PLATFORM, after / PLATFORM, profile=False)
+    as_pull_request = bench.render(changed[0], bench.root / "pull-request" / changed[0], profile=False)
     return Change(
         model=changed_model,
         stacks=changed,
@@ -409,6 +421,7 @@ def one_model_change(bench: Bench, changed_model: str, out: Path) -> Change:
         objects=changed_objects,
         platform_again=platform_again,
         platform_unchanged=same_trees(out / PLATFORM, after / PLATFORM),
+        as_pull_request=as_pull_request,
     )
 
 

@@ -171,7 +171,8 @@ def test_the_diff_step_script_posts_a_markdown_report(tmp_path: Path) -> None:
         config["inference-platform:models"][0]["versions"][0]["weight"] = weight
         config["inference-platform:models"][0]["versions"][1]["weight"] = 100 - weight
         path = write_stack_file(tmp_path / f"Pulumi.{side}.yaml", config)
-        assert main(["render", "--stack", "dev", "--config", str(path), "--out", str(runner / side)]) == 0
+        out = runner / f"render-{side}" / "dev"
+        assert main(["render", "--stack", "dev", "--config", str(path), "--out", str(out)]) == 0
     (tmp_path / "head").symlink_to(ROOT)  # the step runs from the head checkout with its .venv
     summary = tmp_path / "summary.md"
     environment = os.environ | {"RUNNER_TEMP": str(runner), "GITHUB_STEP_SUMMARY": str(summary), "STACK": "dev"}
@@ -207,7 +208,9 @@ def test_deploy_applies_dev_then_prod_behind_an_approved_environment() -> None:
         assert shards["with"] == {"stack": "${{ matrix.stack }}", "environment": github_environment}
         output = f"needs.select.outputs.{environment}-shards"
         assert shards["strategy"] == {"fail-fast": False, "matrix": {"stack": f"${{{{ fromJSON({output}) }}}}"}}
-        assert shards["if"] == f"{output} != '[]'"
+        # Guarded by !cancelled(): a skipped job up the chain (dev's shards, when dev has none) would
+        # otherwise skip prod's shards even after prod succeeded.
+        assert shards["if"] == f"!cancelled() && needs.{environment}.result == 'success' && {output} != '[]'"
         assert jobs["select"]["outputs"][f"{environment}-shards"] == (
             f"${{{{ steps.select.outputs.{environment}-shards }}}}"
         )

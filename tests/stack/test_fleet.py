@@ -165,6 +165,9 @@ def test_a_shard_reads_its_platform_stack_through_a_stack_reference(renders: Pat
     assert set(outputs) == {"models", "capacity"}
     platform_outputs = read_render(renders / PLATFORM)[2]
     facts = fleet.PlatformFacts.model_validate_json(platform_outputs[fleet.FACTS_OUTPUT])
+    # A platform stack deployed when the facts were a mapping reads the same.
+    as_mapping = {fleet.FACTS_OUTPUT: facts.model_dump(mode="json", by_alias=True)}
+    assert fleet.read_facts("env-a", as_mapping, "acme/inference-platform/env") == facts
     assert facts.shards == list(SHARDS)
     assert {entry.stack for entry in facts.directory.values()} == set(SHARDS)
     # No secret leaves the platform stack.
@@ -462,6 +465,8 @@ def test_diff_takes_a_whole_environment(tmp_path: Path, capsys: Any) -> None:
     ]
     assert "Added: <code>Deployment service/gpt-v1 (apps/v1)</code>" in report
     assert "Removed:" not in report
+    # The platform's facts, one JSON document in its outputs, compared field by field.
+    assert "| `inferencePlatform.directory.gpt` | —" in report
 
     # One stack's render against an environment's: refused, as neither reads as the other.
     assert main(["diff", str(tmp_path / "before" / "env-a"), str(tmp_path / "after")]) == 2

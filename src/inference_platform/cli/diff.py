@@ -22,6 +22,7 @@ from inference_platform.cli.render_files import (
     object_key,
     read_text,
 )
+from inference_platform.stack.fleet import FACTS_OUTPUT
 
 _MAX_CELL = 160
 """Values longer than this (or with a line break) go below the table, whole."""
@@ -340,8 +341,8 @@ def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
     old_outputs_text, new_outputs_text = read_text(old_dir / OUTPUTS), read_text(new_dir / OUTPUTS)
     if old_outputs_text == new_outputs_text:
         return RenderDiff(objects, charts, [], chart_objects, whole)
-    old_outputs: dict[str, Any] = next(iter(load_documents(old_outputs_text)), {})
-    new_outputs: dict[str, Any] = next(iter(load_documents(new_outputs_text)), {})
+    old_outputs = _outputs_compared(next(iter(load_documents(old_outputs_text)), {}))
+    new_outputs = _outputs_compared(next(iter(load_documents(new_outputs_text)), {}))
     return RenderDiff(
         objects,
         charts,
@@ -351,6 +352,18 @@ def diff_renders(old_dir: Path, new_dir: Path) -> RenderDiff:
         capacity_change(old_outputs, new_outputs),
         npu_capacity_change(old_outputs, new_outputs),
     )
+
+
+def _outputs_compared(outputs: dict[str, Any]) -> dict[str, Any]:
+    """Stack outputs as the diff compares them: a platform stack's facts, exported as one JSON
+    document, compared field by field (a new model is a new directory entry, not a changed string)."""
+    facts = outputs.get(FACTS_OUTPUT)
+    if isinstance(facts, str):
+        try:
+            return outputs | {FACTS_OUTPUT: json.loads(facts)}
+        except json.JSONDecodeError:
+            return outputs
+    return outputs
 
 
 def _text(value: Any) -> str:

@@ -471,9 +471,10 @@ def read_facts(stack: str, outputs: Any, reference: str) -> PlatformFacts:
     stack referred to is not a platform stack (no facts, or facts of another shape)."""
     raw = outputs.get(FACTS_OUTPUT) if isinstance(outputs, Mapping) else None
     try:
-        if not isinstance(raw, str):
+        if raw is None:
             raise ValueError(f"no {FACTS_OUTPUT} output")
-        return PlatformFacts.model_validate_json(raw)
+        # A JSON document; a platform stack deployed before it was one exported the same as a mapping.
+        return PlatformFacts.model_validate_json(raw) if isinstance(raw, str) else PlatformFacts.model_validate(raw)
     except (ValueError, ValidationError):
         message = (
             f"{reference} is not a platform stack: its outputs have no {FACTS_OUTPUT} (a one-stack environment, "
