@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -148,22 +149,25 @@ def _stack_of_kind(
     """The stack's kind, file and validated config: a whole environment's for a platform stack (its
     shards' files beside it), a shard's on its platform stack's render (whose outputs it adds to
     `stack_outputs`, for its StackReference)."""
-    kind = fleet.stack_kind(project_values(read_stack_file(config_path).config))
+    values = project_values(read_stack_file(config_path).config)
+    kind = fleet.stack_kind(values)
     if kind == "platform":
         stack_file, config, _ = read_environment(config_path, args.stack)
         return kind, stack_file, config
     if kind == "shard":
-        platform, outputs = _platform_outputs(args, config_path, out_dir)
+        platform, outputs = _platform_outputs(args, config_path, values, out_dir)
         stack_outputs[platform] = outputs
         return kind, *read_shard(config_path, args.stack, outputs)
     return kind, *read_stack_config(config_path)
 
 
-def _platform_outputs(args: argparse.Namespace, config_path: Path, out_dir: Path) -> tuple[str, dict[str, Any]]:
-    """A shard's platform stack's name and outputs, from that stack's render (`--platform-render`,
-    by default the render directory's sibling named after the platform stack); where the sibling
-    holds none, from the platform stack's file beside the shard's, rendered in this process."""
-    values = project_values(read_stack_file(config_path).config)
+def _platform_outputs(
+    args: argparse.Namespace, config_path: Path, values: Mapping[str, Any], out_dir: Path
+) -> tuple[str, dict[str, Any]]:
+    """A shard's platform stack's name and outputs (the shard's project keys: `values`), from that
+    stack's render (`--platform-render`, by default the render directory's sibling named after the
+    platform stack); where the sibling holds none, from the platform stack's file beside the
+    shard's, rendered in this process."""
     platform = fleet.platform_stack_name(str(decode_value(values.get(fleet.PLATFORM_STACK_KEY))))
     directory = Path(args.platform_render) if args.platform_render else out_dir.parent / platform
     if (directory / OUTPUTS).is_file():

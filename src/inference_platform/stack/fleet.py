@@ -362,6 +362,8 @@ def environment(
         for key in GATHERED
         if _decoded(values, key)
     ]
+    gathered: dict[str, dict[str, Any]] = {}
+    """Each shard's models and pipelines, decoded."""
     for name, shard in shards.items():
         reference = _decoded(shard, PLATFORM_STACK_KEY)
         if reference is None:
@@ -382,7 +384,7 @@ def environment(
             if key not in SHARD_KEYS
         ]
         # Each shard's models within the limits of one stack's; together they may be far larger.
-        _, too_large = decode_within_limits({kind: shard[kind] for kind in GATHERED if kind in shard})
+        gathered[name], too_large = decode_within_limits({kind: shard[kind] for kind in GATHERED if kind in shard})
         problems += [_problem(name, problem.keys, problem.message) for problem in too_large]
     if problems:
         raise ConfigError(problems)
@@ -390,8 +392,8 @@ def environment(
     origins: dict[str, list[tuple[str, int]]] = {kind: [] for kind in GATHERED}
     for kind in origins:
         items: list[Any] = []
-        for name, shard in shards.items():
-            found = _decoded(shard, kind) or []
+        for name in shards:
+            found = gathered[name].get(kind) or []
             found = found if isinstance(found, list) else [found]
             origins[kind] += [(name, index) for index in range(len(found))]
             items += found
