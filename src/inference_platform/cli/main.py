@@ -437,6 +437,10 @@ def _analyze(args: argparse.Namespace) -> ExitCode:
     if args.model is not None and args.model not in {m.name for m in config.models}:
         print(f"analyze: --model: the stack has no model {args.model!r}", file=sys.stderr)
         return ExitCode.CONFIG_ERROR
+    why = None if args.model is None else analyze.nothing_to_compare(config, args.model)
+    if why is not None:
+        print(f"analyze: {why}", file=sys.stderr)
+        return ExitCode.INSUFFICIENT_DATA
     try:
         with Prometheus(args.prometheus, at) as prometheus:
             report = analyze.analyze(config, args.stack, prometheus, args.window, args.model)
@@ -671,7 +675,8 @@ def parser() -> argparse.ArgumentParser:
         help="judge every canary and shadow against its primary from Prometheus",
         description=f"Exit {ExitCode.OK:d}: every candidate passes (or there is none); "
         f"{ExitCode.CANDIDATE_FAILED:d}: one fails; {ExitCode.INSUFFICIENT_DATA:d}: none fails but some have too "
-        f"few requests, or were asleep at zero replicas (idle); {ExitCode.CONFIG_ERROR:d}: bad usage or config; "
+        f"few requests, or were asleep at zero replicas (idle), or --model has nothing to compare; "
+        f"{ExitCode.CONFIG_ERROR:d}: bad usage or config; "
         f"{ExitCode.PROMETHEUS_UNAVAILABLE:d}: Prometheus unreachable or answering garbage; "
         f"{ExitCode.PROGRAM_ERROR:d}: analyze itself failed. "
         f"A bearer token is read from ${TOKEN_ENV} when set.",
