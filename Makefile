@@ -1,5 +1,6 @@
 # Two commands do everything on a fresh machine:
-#   make render   set up, then render the dev stack offline into build/dev with a summary
+#   make render   build the runtime environment (.venv-render), then render the dev stack offline
+#                 into build/dev with a summary
 #   make test     set up, then lint, type-check and run every test
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,7 +10,7 @@ STACK ?= dev
 # environments hold (torch alone is thousands of modules), and the installs take half the CPU.
 PIP_FLAGS := --quiet --no-compile --disable-pip-version-check
 
-.PHONY: render test setup lint typecheck docs docs-reference unit schema provider bench bench-diff bench-comparator clean helm mutants
+.PHONY: render test setup lint typecheck docs docs-reference unit schema provider bench bench-diff bench-cli bench-comparator clean helm mutants
 
 # Pinned chart tarballs (<chart>-<version>.tgz) to expand offline, e.g. an air-gapped mirror:
 # `make render CHARTS_DIR=/srv/charts`. By default the pinned copies beside this checkout
@@ -20,7 +21,18 @@ CHARTS_DIR ?= $(wildcard ../shared/charts)
 # routed through inference pools): copies named as pins.py says, else fetched from their URLs.
 MANIFESTS_DIR ?= $(wildcard ../shared/crds)
 
-# requirements.txt installs the library from this checkout (-e .), so pyproject.toml is an input too.
+# The runtime environment `make render` runs in: the library from this checkout at the program's
+# pins (requirements.txt), nothing else (no test tools, no model servers; README.md gives its size
+# and build time). requirements.txt installs the library from this checkout (-e .), so
+# pyproject.toml is an input too, here and for the test environment.
+RENDER_VENV ?= .venv-render
+$(RENDER_VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(RENDER_VENV)
+	$(RENDER_VENV)/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
+	$(RENDER_VENV)/bin/python -m pip install $(PIP_FLAGS) -r requirements.txt
+	touch $@
+
+# The test environment: the runtime requirements, the test tools, MkDocs, the model servers.
 $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install $(PIP_FLAGS) --upgrade pip
@@ -59,13 +71,15 @@ tools/node_modules/.installed: tools/package.json tools/package-lock.json
 	touch $@
 
 # The pinned Helm the render expands charts with (version and sha256 in src/inference_platform/cli/helm.py).
-tools/bin/helm: src/inference_platform/cli/helm.py | $(BIN)/.installed
-	$(BIN)/python -m inference_platform.cli.helm
+# The installer needs nothing but the standard library: it runs from src/ with any Python 3.11,
+# before (and without) either environment.
+tools/bin/helm: src/inference_platform/cli/helm.py
+	PYTHONPATH=src $(PYTHON) -m inference_platform.cli.helm
 
 helm: tools/bin/helm
 
-render: $(BIN)/.installed tools/bin/helm
-	$(BIN)/inference-platform render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR)) $(if $(MANIFESTS_DIR),--manifests-dir $(MANIFESTS_DIR))
+render: $(RENDER_VENV)/.installed tools/bin/helm
+	$(RENDER_VENV)/bin/inference-platform render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR)) $(if $(MANIFESTS_DIR),--manifests-dir $(MANIFESTS_DIR))
 
 # The environments build in parallel (each install waits on the disk and the network as much as
 # on a core), and the checks that need only the main one (ruff, mypy, the import contracts, the
@@ -138,6 +152,11 @@ bench: $(BIN)/.installed
 # minutes: it renders each size three times): bench/diff_scale.py.
 bench-diff: $(BIN)/.installed
 	$(BIN)/python -m bench.diff_scale
+
+# How fast the command line answers: each --help, capacity and diff on the dev stack, beside
+# `python -c pass` (bench/cli_latency.py; a minute).
+bench-cli: $(BIN)/.installed
+	$(BIN)/python -m bench.cli_latency
 
 # The payload comparator under load on loopback (two minutes): bench/comparator_load.py.
 bench-comparator: .venv-comparator/.installed

@@ -34,10 +34,13 @@ print(json.dumps({
 '''
 
 
-def pins() -> str:
-    """The program's exact pins as constraints (requirements.txt, less its install of this checkout)."""
-    lines = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
-    return "\n".join(line for line in lines if line.strip() and not line.startswith(("#", "-e"))) + "\n"
+def documented_install() -> tuple[str, list[str]]:
+    """docs/library.md's two lines: the shell command that writes the pins as constraints, and the
+    pip install of the wheel with them (its arguments after `pip`)."""
+    text = (ROOT / "docs" / "library.md").read_text(encoding="utf-8")
+    (pins,) = [line for line in text.splitlines() if line.startswith("grep ") and "requirements.txt" in line]
+    (install,) = [line for line in text.splitlines() if line.startswith("pip install ") and " -c " in line]
+    return pins, install.split()[1:]
 
 
 def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -59,8 +62,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (wheel,) = (root / "dist").glob("inference_platform-*.whl")
     venv.create(root / "venv", with_pip=True)
     python = root / "venv" / "bin" / "python"
-    (root / "constraints.txt").write_text(pins(), encoding="utf-8")
-    run(python, "-m", "pip", "install", "--quiet", wheel, "-c", root / "constraints.txt", cwd=root)
+    # As docs/library.md says: the pins, less the install of this checkout, as constraints.
+    pins, install = documented_install()
+    shutil.copy(ROOT / "requirements.txt", root / "requirements.txt")
+    run("bash", "-c", pins, cwd=root)
+    assert install[1] == wheel.name
+    run(python, "-m", "pip", *install[:1], "--quiet", wheel, *install[2:], cwd=root)
     return python
 
 
@@ -71,7 +78,7 @@ def test_the_wheel_holds_the_library_typed_and_its_command(installed: Path) -> N
     assert not site.is_relative_to(ROOT)
     usage = run(installed.parent / "inference-platform", "--help", cwd=installed.parent)
     commands = set(usage.split("{", 1)[1].split("}", 1)[0].split(","))
-    assert commands == {"render", "diff", "promote", "analyze", "capacity", "stacks", "schema"}
+    assert commands == {"render", "diff", "promote", "analyze", "capacity", "stacks", "schema", "completion"}
 
 
 def test_a_program_outside_the_repository_composes_the_components(installed: Path, tmp_path: Path) -> None:

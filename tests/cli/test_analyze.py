@@ -157,9 +157,13 @@ def test_every_verdict_in_json(backfilled: tuple[RunningPrometheus, int], stack_
     assert canary["requests"] == pytest.approx(600, rel=0.01)
     assert shadow["role"] == "shadow"
     assert shadow["errorRatio"] == pytest.approx(0.05, abs=1e-6)
-    assert shadow["reasons"] == ["error ratio 5.00% is 5.00 points above the primary's 0.00% (allowed 1)"]
+    assert shadow["reasons"] == [
+        "error ratio 5.00% is 5.00 percentage points above the primary's 0.00% (allowed 1 percentage point)"
+    ]
     churn = report["models"][1]["candidates"][0]
-    assert churn["reasons"] == ["it served 30 requests, fewer than minRequests (100)"]
+    assert churn["reasons"] == ["it served 30 requests, fewer than minRequests (100 requests)"]
+    counts = [iris["primaryStats"]["requests"], *(c["requests"] for m in report["models"] for c in m["candidates"])]
+    assert all(type(count) is int for count in counts), counts
 
 
 def test_one_model_and_insufficient_data_exit_3(
@@ -346,6 +350,26 @@ def test_an_answer_that_is_not_prometheus_is_exit_4(stack_file: Path, tmp_path: 
 def test_bad_usage_is_exit_2(stack_file: Path, extra: list[str], message: str, capsys: Any) -> None:
     assert analyze(stack_file, "http://127.0.0.1:9", *extra) == 2
     assert capsys.readouterr().err == message
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:19090", "localhost:9090", "ftp://127.0.0.1:9090", "http://"])
+def test_a_url_that_is_not_http_is_a_usage_error(stack_file: Path, url: str, capsys: Any) -> None:
+    """Not an unreachable Prometheus (exit 4): the command line is wrong, and argparse says so."""
+    with pytest.raises(SystemExit) as exited:
+        analyze(stack_file, url)
+    assert exited.value.code == ExitCode.CONFIG_ERROR
+    assert f"argument --prometheus: not an http(s) URL: {url!r}" in capsys.readouterr().err
+
+
+def test_a_model_with_nothing_to_compare_says_so(stack_file: Path, tmp_path: Path, capsys: Any) -> None:
+    """Exit 3 with the reason, before asking Prometheus (nothing listens at port 9): not an empty table and 0."""
+    assert analyze(stack_file, "http://127.0.0.1:9", "--model", "solo") == ExitCode.INSUFFICIENT_DATA
+    assert capsys.readouterr() == ("", "analyze: --model solo has nothing to compare: it has one version (v1)\n")
+    idle = copy.deepcopy(CONFIG)
+    idle["inference-platform:models"][-1]["versions"].append({"name": "v2", "modelUri": "pvc://m/solo2", "weight": 0})
+    path = write_stack_file(tmp_path / "Pulumi.dev.yaml", idle)
+    assert analyze(path, "http://127.0.0.1:9", "--model", "solo") == ExitCode.INSUFFICIENT_DATA
+    assert "no version but its primary has a weight or a mirror" in capsys.readouterr().err
 
 
 def test_a_bad_window_and_a_bad_config_are_exit_2(stack_file: Path, tmp_path: Path, capsys: Any) -> None:

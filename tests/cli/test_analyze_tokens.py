@@ -209,8 +209,8 @@ def test_a_canary_slow_to_its_first_token_fails(
     assert qwen["primaryStats"]["timeToFirstToken"]["p95Ms"] == 400
     assert found["qwen", "v2"]["timeToFirstToken"] == {"requests": 0, "p50Ms": None, "p95Ms": None}
     assert found["qwen", "v2"]["reasons"] == [
-        "it reported the time to first token of 0 requests, fewer than minRequests (100)",
-        "it reported the time per output token of 0 requests, fewer than minRequests (100)",
+        "it reported the time to first token of 0 requests, fewer than minRequests (100 requests)",
+        "it reported the time per output token of 0 requests, fewer than minRequests (100 requests)",
     ]
 
 

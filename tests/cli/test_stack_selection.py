@@ -293,7 +293,7 @@ def test_the_command_reads_gits_listing(
 
 
 def test_the_command_writes_githubs_outputs(repository: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "--root", str(repository), "--all", "--environments", "dev", "prod", "--github-output")
+    code, out, _ = run(capsys, "--root", str(repository), "--all", "--environments", "dev,prod", "--github-output")
     assert code == ExitCode.OK
     assert out.splitlines() == [
         'stacks=["dev","prod","prod-a","prod-b"]',

@@ -472,8 +472,7 @@ def test_the_deploy_runs_every_stack_of_each_environment(tmp_path: Path) -> None
 def environments(script: str) -> list[str]:
     """The environments the script's `infra stacks` command line names."""
     words = shlex.split(script.replace("\\\n", " "), comments=True)
-    after = words[words.index("--environments") + 1 :]
-    return after[: next(index for index, word in enumerate(after) if word.startswith("-"))]
+    return words[words.index("--environments") + 1].split(",")
 
 
 def test_both_workflows_know_the_environments_the_deploy_has_jobs_for() -> None:

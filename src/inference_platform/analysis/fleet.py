@@ -32,7 +32,7 @@ def fleet_stats(prometheus: Prometheus, fleet: list[Comparison], window: str) ->
     tokens = fleet_tokens(prometheus, fleet, window)
     return {
         series: Stats(
-            requests=round(counts.get(series, 0.0), 3),
+            requests=round(counts.get(series, 0.0)),
             error_ratio=round(errors.get(series, 0.0), 6),
             p50_ms=_rounded(quantiles["p50"].get(series)),
             p95_ms=_rounded(quantiles["p95"].get(series)),
@@ -72,7 +72,7 @@ def _token_stats(
     observed: dict[Series, float], p50: dict[Series, float], p95: dict[Series, float]
 ) -> Callable[[Series], TokenStats]:
     def of(series: Series) -> TokenStats:
-        return TokenStats(round(observed.get(series, 0.0), 3), _ms(p50.get(series)), _ms(p95.get(series)))
+        return TokenStats(round(observed.get(series, 0.0)), _ms(p50.get(series)), _ms(p95.get(series)))
 
     return of
 
@@ -96,7 +96,7 @@ def fleet_agreements(prometheus: Prometheus, fleet: list[Comparison], window: st
         pairs = prometheus.by_series(agreement.pairs(window, regex=shadows), agreement.BY)
         ratios = prometheus.by_series(agreement.agreement(window, regex=shadows), agreement.BY)
     return {
-        series: Agreement(round(pairs.get(series, 0.0), 3), _rounded(ratios.get(series)))
+        series: Agreement(round(pairs.get(series, 0.0)), _rounded(ratios.get(series)))
         for compared in fleet
         for version, role in compared.candidates
         if role == "shadow"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 import os
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import requests
+if TYPE_CHECKING:
+    import requests
 
 TOKEN_ENV = "PROMETHEUS_TOKEN"
 """Sent as a bearer token when set."""
@@ -28,7 +30,10 @@ class Prometheus:
     def __init__(self, url: str, at: datetime) -> None:
         self.url = url.rstrip("/")
         self.at = at
-        self.session = requests.Session()
+        # Imported here: `python -m infra --help` shows TOKEN_ENV without loading requests.
+        import requests  # noqa: PLC0415
+
+        self.session: requests.Session = requests.Session()
         token = os.environ.get(TOKEN_ENV)
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
@@ -41,6 +46,8 @@ class Prometheus:
 
     def by_series(self, expression: str, labels: tuple[str, str, str]) -> dict[Series, float]:
         """The query's value per series, keyed by the values of `labels` (NaN and infinities left out)."""
+        import requests  # noqa: PLC0415 (imported by __init__ already: see there)
+
         try:
             response = self.session.post(
                 f"{self.url}/api/v1/query",

@@ -19,8 +19,8 @@ Verdict = Literal["pass", "fail", "insufficient-data", "idle"]
 class TokenStats:
     """One of an LLM engine's token-latency histograms over the window, for one version."""
 
-    requests: float
-    """The requests it observed (its `_count`)."""
+    requests: int
+    """The requests it observed (its `_count`; Prometheus' increase, rounded to a whole request)."""
     p50_ms: float | None
     p95_ms: float | None
 
@@ -30,7 +30,8 @@ class TokenStats:
 
 @dataclass(frozen=True)
 class Stats:
-    requests: float
+    requests: int
+    """Requests served in the window (Prometheus' increase, rounded to a whole request)."""
     error_ratio: float
     p50_ms: float | None
     p95_ms: float | None
@@ -53,7 +54,8 @@ class Stats:
 class Agreement:
     """A shadow's answers against the primary's, from the payload comparator."""
 
-    pairs: float
+    pairs: int
+    """Answers paired with the primary's (rounded to a whole pair)."""
     ratio: float | None
     """None without a single pair."""
 
@@ -122,8 +124,8 @@ def judge_agreement(found: Agreement, spec: PayloadComparison, primary_name: str
     """A shadow's answers against minPairs and minAgreement, as InferencePayloadDisagreement judges them."""
     if found.pairs < spec.min_pairs or found.ratio is None:
         return "insufficient-data", [
-            f"{found.pairs:g} of its answers were paired with {primary_name}'s, fewer than payloads.minPairs "
-            f"({spec.min_pairs})"
+            f"{found.pairs} of its answers were paired with {primary_name}'s, fewer than payloads.minPairs "
+            f"({spec.min_pairs} pairs)"
         ]
     if found.ratio < spec.min_agreement:
         return "fail", [
@@ -153,7 +155,7 @@ def judge(
     if sleeps and candidate.requests == 0 and primary.requests == 0:
         return "idle", ["the model slept at zero replicas: no request in the window"]
     short = [
-        f"{who} served {stats.requests:g} requests, fewer than minRequests ({spec.min_requests})"
+        f"{who} served {stats.requests} requests, fewer than minRequests ({spec.min_requests} requests)"
         for who, stats in (("it", candidate), (f"the primary {primary_name}", primary))
         if stats.requests < spec.min_requests
     ]
@@ -163,8 +165,8 @@ def judge(
     increase = candidate.error_ratio - primary.error_ratio
     if increase > spec.max_error_ratio_increase:
         reasons.append(
-            f"error ratio {candidate.error_ratio:.2%} is {increase * 100:.2f} points above the primary's "
-            f"{primary.error_ratio:.2%} (allowed {spec.max_error_ratio_increase * 100:g})"
+            f"error ratio {candidate.error_ratio:.2%} is {increase * 100:.2f} percentage points above the "
+            f"primary's {primary.error_ratio:.2%} (allowed {_points(spec.max_error_ratio_increase * 100)})"
         )
     slower = _slower("latency", candidate.p95_ms, primary.p95_ms, spec.max_latency_increase_percent)
     reasons += [slower] if slower else []
@@ -173,6 +175,11 @@ def judge(
     if reasons:
         return "fail", reasons
     return ("insufficient-data", token_short) if token_short else ("pass", [])
+
+
+def _points(points: float) -> str:
+    """A difference of two percentages, in its unit: percentage points, not percent of either."""
+    return f"{points:g} percentage {'point' if points == 1 else 'points'}"
 
 
 def _slower(what: str, candidate: float | None, primary: float | None, allowed: float) -> str | None:
@@ -195,8 +202,8 @@ def _judge_tokens(
         if theirs is None:
             continue
         few = [
-            f"{who} reported the {signal.title} of {stats.requests:g} requests, fewer than minRequests "
-            f"({spec.min_requests})"
+            f"{who} reported the {signal.title} of {stats.requests} requests, fewer than minRequests "
+            f"({spec.min_requests} requests)"
             for who, stats in (("it", found), (f"the primary {primary_name}", theirs))
             if stats.requests < spec.min_requests
         ]

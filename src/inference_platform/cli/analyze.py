@@ -76,6 +76,18 @@ def analyze(
     return report
 
 
+def nothing_to_compare(config: StackConfig, name: str) -> str | None:
+    """Why the model `name` has no canary or shadow to judge (a single version, or none but its
+    primary taking traffic or a mirror); None where it has one."""
+    model = next(m for m in config.models if m.name == name)
+    compared = comparison.comparison(model, config.namespace)
+    if compared is not None and compared.candidates:
+        return None
+    if len(model.versions) < 2:
+        return f"--model {name} has nothing to compare: it has one version ({model.versions[0].name})"
+    return f"--model {name} has nothing to compare: no version but its primary has a weight or a mirror"
+
+
 def exit_code(report: Report) -> ExitCode:
     """The worst verdict's: a failing candidate, then one short of data (or idle), else OK."""
     verdicts = report.verdicts
@@ -96,7 +108,7 @@ def _ms(value: float | None) -> str:
 def _agreement(found: Agreement | None) -> str:
     if found is None or found.ratio is None:
         return "—"
-    return f"{found.ratio:.1%} of {found.pairs:g}"
+    return f"{found.ratio:.1%} of {found.pairs}"
 
 
 def _token_signals(report: Report) -> list[comparison.TokenSignal]:
@@ -128,7 +140,7 @@ def _rows(report: Report) -> list[tuple[str, ...]]:
                     model.model,
                     version,
                     role,
-                    f"{stats.requests:g}",
+                    str(stats.requests),
                     f"{stats.error_ratio:.2%}",
                     _ms(stats.p50_ms),
                     _ms(stats.p95_ms),

@@ -38,12 +38,12 @@ import yaml
 
 from inference_platform import pins
 from inference_platform.cli.helm import HelmNotFoundError, find_helm
+from inference_platform.cli.names import CHARTS_DIR_ENV as CHARTS_DIR_ENV  # noqa: PLC0414 (re-exported)
+from inference_platform.cli.names import MANIFESTS_DIR_ENV as MANIFESTS_DIR_ENV  # noqa: PLC0414 (re-exported)
+from inference_platform.cli.names import NO_CHARTS_ENV as NO_CHARTS_ENV  # noqa: PLC0414 (re-exported)
 from inference_platform.pins import ChartPin
 
-CHARTS_DIR_ENV = "INFRA_CHARTS_DIR"
 CACHE_DIR_ENV = "INFRA_CHARTS_CACHE"
-MANIFESTS_DIR_ENV = "INFRA_MANIFESTS_DIR"
-NO_CHARTS_ENV = "INFRA_NO_CHARTS"
 # What Helm is told the cluster runs when the stack does not say (platform.kubernetesVersion).
 DEFAULT_KUBERNETES_VERSION = "1.33.0"
 # API groups a real cluster serves beyond the built-in ones Helm assumes for --kube-version:

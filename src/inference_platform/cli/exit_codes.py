@@ -17,7 +17,8 @@ class ExitCode(IntEnum):
     CONFIG_ERROR = 2
     """Bad usage or a bad stack file, reported at its line; nothing was written (argparse's own code too)."""
     INSUFFICIENT_DATA = 3
-    """`analyze`: no candidate fails, but some served too few requests (or slept at zero replicas)."""
+    """`analyze`: no candidate fails, but some served too few requests (or slept at zero replicas);
+    or `--model` names a model with nothing to compare (no canary, no shadow)."""
     PROMETHEUS_UNAVAILABLE = 4
     """`analyze`: Prometheus cannot be reached, or answered something that is not a query result."""
     CANDIDATE_FAILED = 5

@@ -5,88 +5,59 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pulumi
-from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
-
-from inference_platform.analysis.capacity import Plan
-from inference_platform.analysis.prometheus_client import TOKEN_ENV, Prometheus, PrometheusError
-from inference_platform.cli import analyze
-from inference_platform.cli.charts import (
+# Only what the parser shows is imported here, so that `--help` answers at once: each command
+# imports what it runs (pulumi, pydantic's models, rich) in its own functions, below.
+from inference_platform.analysis.prometheus_client import TOKEN_ENV
+from inference_platform.cli.exit_codes import ExitCode
+from inference_platform.cli.names import (
     CHARTS_DIR_ENV,
-    DEFAULT_KUBERNETES_VERSION,
     MANIFESTS_DIR_ENV,
     NO_CHARTS_ENV,
-    ChartRelease,
-    ChartSource,
-    ChartsUnavailableError,
-    ManifestSource,
-    default_cache,
-    default_manifest_cache,
-    expand,
-    expand_manifests,
-)
-from inference_platform.cli.diff import diff_renders, environment_report, environment_stacks, markdown_report, truncated
-from inference_platform.cli.environment import environment_of, platform_render_outputs, read_environment, read_shard
-from inference_platform.cli.exit_codes import ExitCode
-from inference_platform.cli.project import ProgramNotFoundError, project_name
-from inference_platform.cli.promote import Promotion, PromotionError, parse_assignments, promote
-from inference_platform.cli.registered import COMPONENT, PIPELINE, registered_capacity, registered_urls
-from inference_platform.cli.render import RenderResult, run_program
-from inference_platform.cli.render_files import (
-    OUTPUTS,
-    chart_documents,
-    is_chart,
-    read_outputs,
-    render_texts,
-    write_render,
-)
-from inference_platform.cli.schema import stack_file_schema
-from inference_platform.cli.stack_file import StackFile, read_stack_config, read_stack_file
-from inference_platform.cli.stack_selection import (
     PROGRAM_DIRECTORIES,
     PROGRAM_FILES,
-    as_matrix,
-    compact,
-    default_root,
-    every_stack,
-    github_outputs,
-    read_stacks,
-    select,
-    split_paths,
 )
-from inference_platform.config.base import validation_config_error
-from inference_platform.config.errors import ConfigError, Problem
-from inference_platform.serving.analysis_spec import AnalysisSpec
-from inference_platform.stack import fleet
-from inference_platform.stack.config import PROJECT, UNIONS, StackConfig, decode_value, project_values
+from inference_platform.config.project import PROJECT
 
+COMMAND = "inference-platform"
+"""The command the package installs (pyproject.toml's [project.scripts])."""
 
-class _Console(Console):
-    """A Console whose closed pipe is the command's, not rich's: rich's own answer is a quiet
-    exit 1, which reads as the program failing; main() ends every command the same way instead."""
+if TYPE_CHECKING:
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
+    from inference_platform.analysis.capacity import Plan
+    from inference_platform.cli.render import RenderResult
+    from inference_platform.cli.stack_file import StackFile
+    from inference_platform.stack import fleet
+    from inference_platform.stack.config import StackConfig
 
 
 def _console(piped_width: int) -> Console:
     """A terminal's own width; piped output (CI logs) gets one that fits the table, not 80 columns."""
-    return _Console(highlight=False, width=None if sys.stdout.isatty() else piped_width)
+    from inference_platform.cli.console import console
+
+    return console(piped_width)
 
 
-def _render(args: argparse.Namespace) -> ExitCode:
+def _render(args: argparse.Namespace) -> ExitCode:  # noqa: PLR0915 (a dozen of its statements are imports)
+    import pulumi
+    from pydantic import ValidationError
+
+    from inference_platform.cli.charts import ChartsUnavailableError
+    from inference_platform.cli.project import ProgramNotFoundError, project_name
+    from inference_platform.cli.registered import registered_capacity
+    from inference_platform.cli.render import run_program
+    from inference_platform.cli.render_files import render_texts, write_render
+    from inference_platform.cli.stack_file import read_stack_file
+    from inference_platform.config.base import validation_config_error
+    from inference_platform.config.errors import ConfigError
+    from inference_platform.stack.config import UNIONS
+
     config_path = Path(args.config or f"Pulumi.{args.stack}.yaml")
     out_dir = Path(args.out or f"build/{args.stack}")
     config: StackConfig | None = None
@@ -149,6 +120,11 @@ def _stack_of_kind(
     """The stack's kind, file and validated config: a whole environment's for a platform stack (its
     shards' files beside it), a shard's on its platform stack's render (whose outputs it adds to
     `stack_outputs`, for its StackReference)."""
+    from inference_platform.cli.environment import read_environment, read_shard
+    from inference_platform.cli.stack_file import read_stack_config, read_stack_file
+    from inference_platform.stack import fleet
+    from inference_platform.stack.config import project_values
+
     values = project_values(read_stack_file(config_path).config)
     kind = fleet.stack_kind(values)
     if kind == "platform":
@@ -168,6 +144,12 @@ def _platform_outputs(
     stack's render (`--platform-render`, by default the render directory's sibling named after the
     platform stack); where the sibling holds none, from the platform stack's file beside the
     shard's, rendered in this process."""
+    from inference_platform.cli.environment import environment_of, platform_render_outputs
+    from inference_platform.cli.render_files import OUTPUTS, read_outputs
+    from inference_platform.config.errors import ConfigError, Problem
+    from inference_platform.stack import fleet
+    from inference_platform.stack.config import decode_value
+
     platform = fleet.platform_stack_name(str(decode_value(values.get(fleet.PLATFORM_STACK_KEY))))
     directory = Path(args.platform_render) if args.platform_render else out_dir.parent / platform
     if (directory / OUTPUTS).is_file():
@@ -191,6 +173,7 @@ def _platform_outputs(
 def _render_shards(args: argparse.Namespace, config_path: Path, out_dir: Path, shards: list[str]) -> ExitCode:
     """Each shard of a platform stack rendered beside its render, in parallel processes (as many as
     there are cores), each reading the platform's render for its StackReference."""
+    from concurrent.futures import ThreadPoolExecutor
 
     def command(shard: str) -> list[str]:
         line = [sys.executable, "-m", "inference_platform", "render", "--stack", shard]
@@ -232,6 +215,10 @@ def _stack_config(args: argparse.Namespace) -> StackConfig | None:
     """The validated config of `--config`, or of Pulumi.<stack>.yaml; None after printing the
     problems. A platform stack's is its whole environment's; a shard's is its own models' (the
     environment read from its platform stack's and its neighbours' files)."""
+    from inference_platform.cli.environment import environment_of, read_environment
+    from inference_platform.cli.stack_file import read_stack_config
+    from inference_platform.config.errors import ConfigError, Problem
+
     path = Path(args.config or f"Pulumi.{args.stack}.yaml")
     try:
         environment = environment_of(args.stack, path)
@@ -249,6 +236,8 @@ def _stack_config(args: argparse.Namespace) -> StackConfig | None:
 
 
 def _capacity(args: argparse.Namespace) -> ExitCode:
+    from rich.table import Table
+
     config = _stack_config(args)
     if config is None:
         return ExitCode.CONFIG_ERROR
@@ -274,6 +263,15 @@ def _expand_charts(
 ) -> dict[str, list[dict[str, object]]]:
     """Each registered chart's objects; from `charts_dir` only when given, else from the cache
     (pulled from the pinned repositories when missing)."""
+    from inference_platform.cli.charts import (
+        DEFAULT_KUBERNETES_VERSION,
+        ChartRelease,
+        ChartSource,
+        default_cache,
+        expand,
+    )
+    from inference_platform.cli.render_files import chart_documents, is_chart
+
     releases = [ChartRelease.from_document(d) for d in chart_documents(result) if is_chart(d)]
     if not releases:
         return {}
@@ -285,6 +283,8 @@ def _expand_charts(
 def _expand_manifests(result: RenderResult, manifests_dir: str | None) -> dict[str, list[dict[str, object]]]:
     """Each registered manifest file's objects; from `manifests_dir` only when given, else from the
     cache (fetched from the pinned URLs when missing)."""
+    from inference_platform.cli.charts import ManifestSource, default_manifest_cache, expand_manifests
+
     if not result.config_files:
         return {}
     if manifests_dir:
@@ -300,6 +300,8 @@ LISTED_COMPONENTS = 20
 
 def _spread(counts: list[int]) -> str:
     """min/median/max of a list of counts."""
+    import statistics
+
     ordered = sorted(counts)
     return f"{ordered[0]}/{statistics.median(ordered):g}/{ordered[-1]}"
 
@@ -311,6 +313,12 @@ def _print_summary(
     out_dir: Path,
     verbose: bool = False,
 ) -> None:
+    from collections import Counter
+
+    from rich.table import Table
+
+    from inference_platform.cli.registered import COMPONENT, PIPELINE, registered_urls
+
     console = _console(140)
     manifests = result.manifests
     expanded = sum(len(objects) for objects in chart_objects.values())
@@ -356,6 +364,14 @@ def _print_summary(
 
 
 def _diff(args: argparse.Namespace) -> ExitCode:
+    from inference_platform.cli.diff import (
+        diff_renders,
+        environment_report,
+        environment_stacks,
+        markdown_report,
+        truncated,
+    )
+
     for directory in (args.old, args.new):
         if not Path(directory).is_dir():
             print(f"not a render directory: {directory}", file=sys.stderr)
@@ -375,6 +391,12 @@ def _diff(args: argparse.Namespace) -> ExitCode:
 
 
 def _promote(args: argparse.Namespace) -> ExitCode:
+    import pulumi
+
+    from inference_platform.cli.project import ProgramNotFoundError
+    from inference_platform.cli.promote import Promotion, PromotionError, parse_assignments, promote
+    from inference_platform.config.errors import ConfigError
+
     try:
         promotion = Promotion(
             model=args.model,
@@ -401,6 +423,9 @@ def _promote(args: argparse.Namespace) -> ExitCode:
 
 
 def _analyze(args: argparse.Namespace) -> ExitCode:
+    from inference_platform.analysis.prometheus_client import Prometheus, PrometheusError
+    from inference_platform.cli import analyze
+
     try:
         at = analyze.parse_time(args.at)
     except ValueError as error:
@@ -412,6 +437,10 @@ def _analyze(args: argparse.Namespace) -> ExitCode:
     if args.model is not None and args.model not in {m.name for m in config.models}:
         print(f"analyze: --model: the stack has no model {args.model!r}", file=sys.stderr)
         return ExitCode.CONFIG_ERROR
+    why = None if args.model is None else analyze.nothing_to_compare(config, args.model)
+    if why is not None:
+        print(f"analyze: {why}", file=sys.stderr)
+        return ExitCode.INSUFFICIENT_DATA
     try:
         with Prometheus(args.prometheus, at) as prometheus:
             report = analyze.analyze(config, args.stack, prometheus, args.window, args.model)
@@ -429,15 +458,37 @@ def _analyze(args: argparse.Namespace) -> ExitCode:
 
 def _window(text: str) -> str:
     """A Prometheus duration, checked the way the stack config checks one."""
+    from inference_platform.serving.analysis_spec import AnalysisSpec
+
     try:
         return AnalysisSpec(window=text).window
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 10m, 1h)") from None
 
 
+def _prometheus_url(text: str) -> str:
+    """An http(s) URL with a host: anything else is a usage mistake, not an unreachable Prometheus."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r} (e.g. http://127.0.0.1:9090)")
+    return text
+
+
+def _environments(text: str) -> list[str]:
+    """A comma list of environment names: one word, so the changed paths after it stay paths."""
+    names = text.split(",")
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"not a comma list of environments: {text!r} (e.g. dev,prod)")
+    return names
+
+
 def _changed_paths(args: argparse.Namespace) -> list[str] | None:
     """The changed paths the command was given (arguments, or --from's listing); None after
     printing why the usage is wrong."""
+    from inference_platform.cli.stack_selection import split_paths
+
     given = [bool(args.paths), args.changed_from is not None, args.all]
     if sum(given) != 1:
         print("stacks: give the changed paths, --from FILE or --all (one of them)", file=sys.stderr)
@@ -456,6 +507,18 @@ def _changed_paths(args: argparse.Namespace) -> list[str] | None:
 
 
 def _stacks(args: argparse.Namespace) -> ExitCode:
+    from inference_platform.cli.project import ProgramNotFoundError
+    from inference_platform.cli.stack_selection import (
+        as_matrix,
+        compact,
+        default_root,
+        every_stack,
+        github_outputs,
+        read_stacks,
+        select,
+    )
+    from inference_platform.config.errors import ConfigError
+
     changed = _changed_paths(args)
     if changed is None:
         return ExitCode.CONFIG_ERROR
@@ -472,7 +535,20 @@ def _stacks(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def _completion(args: argparse.Namespace) -> ExitCode:
+    """The shell's completion script for the `inference-platform` command, made by shtab from
+    this parser (shells complete commands, not `python -m` modules)."""
+    import shtab
+
+    completer = parser()
+    completer.prog = COMMAND
+    print(shtab.complete(completer, shell=args.shell))
+    return ExitCode.OK
+
+
 def _schema(_: argparse.Namespace) -> ExitCode:
+    from inference_platform.cli.schema import stack_file_schema
+
     print(json.dumps(stack_file_schema(), indent=2, sort_keys=True))
     return ExitCode.OK
 
@@ -502,10 +578,10 @@ def _add_stacks(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     stacks.add_argument("--all", action="store_true", help="every stack (what a deploy runs)")
     stacks.add_argument(
         "--environments",
-        nargs="+",
-        metavar="ENV",
-        help="the environments the deploy workflow deploys, in its order: a stack of another environment, or "
-        "one of these without its stack file, is an error",
+        type=_environments,
+        metavar="ENV,...",
+        help="the environments the deploy workflow deploys, in its order, e.g. dev,prod: a stack of another "
+        "environment, or one of these without its stack file, is an error",
     )
     stacks.add_argument(
         "--root", metavar="DIR", help="the directory of Pulumi.yaml and the stack files (default: the project's)"
@@ -568,8 +644,8 @@ def parser() -> argparse.ArgumentParser:
         help="Markdown report of what changed between two render directories (of a stack, or of an "
         "environment: a directory holding its stacks' renders, as render --shards writes them)",
     )
-    diff.add_argument("old")
-    diff.add_argument("new")
+    diff.add_argument("old", help="the render directory before the change (e.g. the base branch's)")
+    diff.add_argument("new", help="the render directory after the change")
     diff.add_argument(
         "--max-chars",
         type=int,
@@ -584,9 +660,9 @@ def parser() -> argparse.ArgumentParser:
         description="Moves run in this order: --add-version, --weights, --mirror, --retire; the result is "
         "validated before the file is written, comments and secrets untouched.",
     )
-    promote.add_argument("--stack", required=True)
+    promote.add_argument("--stack", required=True, help="stack name (edits Pulumi.<stack>.yaml)")
     promote.add_argument("--config", help="stack file to edit instead of Pulumi.<stack>.yaml")
-    promote.add_argument("--model", required=True)
+    promote.add_argument("--model", required=True, help="the model whose versions move (its name in the stack file)")
     promote.add_argument("--weights", metavar="V=N,...", help="live weights, e.g. v1=50,v2=50 (a shadow goes live)")
     promote.add_argument("--mirror", metavar="V=P,...", help="mirror shares, e.g. v3=20; v3=0 stops the shadow")
     promote.add_argument("--add-version", metavar="V", help="a new version, idle until given a weight or mirror")
@@ -599,32 +675,49 @@ def parser() -> argparse.ArgumentParser:
         help="judge every canary and shadow against its primary from Prometheus",
         description=f"Exit {ExitCode.OK:d}: every candidate passes (or there is none); "
         f"{ExitCode.CANDIDATE_FAILED:d}: one fails; {ExitCode.INSUFFICIENT_DATA:d}: none fails but some have too "
-        f"few requests, or were asleep at zero replicas (idle); {ExitCode.CONFIG_ERROR:d}: bad usage or config; "
+        f"few requests, or were asleep at zero replicas (idle), or --model has nothing to compare; "
+        f"{ExitCode.CONFIG_ERROR:d}: bad usage or config; "
         f"{ExitCode.PROMETHEUS_UNAVAILABLE:d}: Prometheus unreachable or answering garbage; "
         f"{ExitCode.PROGRAM_ERROR:d}: analyze itself failed. "
         f"A bearer token is read from ${TOKEN_ENV} when set.",
     )
-    analysis.add_argument("--stack", required=True)
+    analysis.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
     analysis.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
-    analysis.add_argument("--prometheus", required=True, metavar="URL", help="the platform Prometheus' base URL")
+    analysis.add_argument(
+        "--prometheus",
+        required=True,
+        type=_prometheus_url,
+        metavar="URL",
+        help="the platform Prometheus' base URL, e.g. http://127.0.0.1:9090",
+    )
     analysis.add_argument("--model", help="only this model")
     analysis.add_argument("--window", type=_window, help="instead of each model's analysis.window (e.g. 10m)")
     analysis.add_argument("--at", metavar="TIME", help="end of the window: RFC 3339 or Unix seconds (default now)")
-    analysis.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    analysis.add_argument(
+        "--format", choices=["table", "markdown", "json"], default="table", help="how to print the report"
+    )
     analysis.set_defaults(handler=_analyze)
 
     capacity = commands.add_parser(
         "capacity", help="the GPUs the stack's models hold at minimum replicas and at peak, from its config alone"
     )
-    capacity.add_argument("--stack", required=True)
+    capacity.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
     capacity.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
-    capacity.add_argument("--format", choices=["table", "json"], default="table")
+    capacity.add_argument("--format", choices=["table", "json"], default="table", help="how to print the plan")
     capacity.set_defaults(handler=_capacity)
 
     _add_stacks(commands)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of a stack file")
     schema.set_defaults(handler=_schema)
+
+    completion = commands.add_parser(
+        "completion",
+        help=f"print a shell completion script for the {COMMAND} command",
+        description=f"e.g. `source <({COMMAND} completion bash)`; zsh and fish as their docs say (docs/setup.md).",
+    )
+    completion.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell to complete in")
+    completion.set_defaults(handler=_completion)
     return root
 
 

@@ -6,8 +6,7 @@ helm`) puts the pinned Helm."""
 from __future__ import annotations
 
 from pathlib import Path
-
-import yaml
+from typing import Any
 
 PROJECT_FILE = "Pulumi.yaml"
 
@@ -28,7 +27,7 @@ def project_name(start: Path | None = None) -> str | None:
     directory = project_dir(start)
     if directory is None:
         return None
-    settings = yaml.safe_load((directory / PROJECT_FILE).read_text(encoding="utf-8")) or {}
+    settings = _settings(directory)
     name = settings.get("name") if isinstance(settings, dict) else None
     return str(name) if name else None
 
@@ -39,10 +38,17 @@ def project_program(start: Path | None = None) -> Path:
     if directory is None:
         here = (start or Path.cwd()).resolve()
         raise ProgramNotFoundError(f"no {PROJECT_FILE} in {here} or above it: run from the Pulumi project's directory")
-    settings = yaml.safe_load((directory / PROJECT_FILE).read_text(encoding="utf-8")) or {}
+    settings = _settings(directory)
     main = directory / str(settings.get("main") or ".")
     if not main.exists():
         raise ProgramNotFoundError(
             f"{directory / PROJECT_FILE} names main: {settings.get('main')}, which does not exist"
         )
     return main
+
+
+def _settings(directory: Path) -> Any:
+    """The project file's YAML (PyYAML imported here: `--help` reads no project and imports none)."""
+    import yaml  # noqa: PLC0415
+
+    return yaml.safe_load((directory / PROJECT_FILE).read_text(encoding="utf-8")) or {}

@@ -38,6 +38,7 @@ from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from inference_platform.cli.names import PROGRAM_DIRECTORIES, PROGRAM_FILES
 from inference_platform.cli.positions import in_file
 from inference_platform.cli.project import PROJECT_FILE, ProgramNotFoundError, project_dir
 from inference_platform.cli.stack_file import read_stack_file, read_stack_text
@@ -53,10 +54,6 @@ from inference_platform.stack.fleet import (
 
 STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[A-Za-z0-9_.-]+)\.yaml$")
 """A stack's settings file at the root (Pulumi's stack names: letters, digits, `_`, `.`, `-`)."""
-PROGRAM_DIRECTORIES = ("src", "infra", "policies")
-"""Directories whose files every stack runs: the library, the program, the policy pack."""
-PROGRAM_FILES = (PROJECT_FILE, "pyproject.toml", "requirements*.txt")
-"""Files at the root (patterns) that every stack runs with: the project, the package, its pins."""
 
 SUBJECT = "stack files"
 

@@ -33,6 +33,7 @@ from inference_platform.config.errors import (
 )
 from inference_platform.config.limits import nesting_problem
 from inference_platform.config.partial import parsed, validate_partially
+from inference_platform.config.project import PROJECT as PROJECT  # noqa: PLC0414 (re-exported)
 from inference_platform.platform.ascend_device_plugin import AscendDevicePluginConfig
 from inference_platform.platform.dcgm_exporter import DcgmExporterConfig
 from inference_platform.platform.gpu_nodes import GpuNodes
@@ -56,7 +57,6 @@ from inference_platform.serving.pipeline.spec import PipelineSpec
 from inference_platform.serving.runtimes import RUNTIME_UNION, ModelSpec
 from inference_platform.stack.elsewhere import elsewhere
 
-PROJECT = "inference-platform"
 # The discriminated unions a stack's config holds (for reports of their problems).
 UNIONS = (RUNTIME_UNION, GPU_MODE_UNION)
 
