@@ -361,7 +361,35 @@ class ModelSpecBase(ConfigModel):
                             "from the versions, so a `model` field never reads as a version",
                         )
                     )
-        return problems + self.lora_problems()
+        return problems + self._adapters_across_versions() + self.lora_problems()
+
+    def _adapters_across_versions(self) -> list[tuple[str, str]]:
+        """Every adapter a version that takes traffic (weight above 0) serves must be served by every
+        such version and by every shadow: requests reach a version by the weights (and a shadow by
+        its mirror) whatever adapter they name, and one without it answers 404 (vLLM) or 400 (SGLang).
+        A version at weight 0 takes no requests, so it may lack them until it is given a weight."""
+        serving = [version for version in self.versions if version.weight]
+        needed = list(dict.fromkeys(adapter.name for version in serving for adapter in version.adapters))
+        problems = []
+        for index, version in enumerate(self.versions):
+            if version.weight == 0:
+                continue
+            own = {adapter.name for adapter in version.adapters}
+            lacking = [name for name in needed if name not in own]
+            if not lacking:
+                continue
+            by = {name: [v.name for v in serving if any(a.name == name for a in v.adapters)] for name in lacking}
+            what = "; ".join(f"'{name}' (served by {', '.join(by[name])})" for name in lacking)
+            role = "a shadow, it gets copies of" if version.mirror_percent is not None else "it takes its share of"
+            problems.append(
+                (
+                    f"versions[{index}].adapters" if version.adapters else f"versions[{index}].name",
+                    f"{version.name} lacks adapter(s) {what}: {role} the model's requests, whatever adapter they "
+                    f"name, and would refuse those requests (vLLM 404, SGLang 400); list the same adapters on "
+                    "every version that takes traffic and every shadow",
+                )
+            )
+        return problems
 
     def lora_problems(self) -> list[tuple[str, str]]:
         """What the engine's LoRA limits say about the versions' adapters (a runtime that serves them)."""
@@ -374,9 +402,10 @@ class ModelSpecBase(ConfigModel):
 
     @property
     def served_adapters(self) -> list[str]:
-        """The adapters the model's live versions serve, by name, in the order they are first listed:
-        what a client reaches through the model's routes (a shadow's only through mirroring)."""
-        names = [adapter.name for version in self.versions if version.is_live for adapter in version.adapters]
+        """The adapters the model's versions that take traffic (weight above 0) serve, by name, in the
+        order they are first listed: what a client reaches through the model's routes (a shadow's only
+        through mirroring, an idle version's not at all)."""
+        names = [adapter.name for version in self.versions if version.weight for adapter in version.adapters]
         return list(dict.fromkeys(names))
 
     def lora_limits(self) -> LoraLimits | None:
