@@ -227,7 +227,7 @@ class Plan:
 def replicas(model: ModelSpecBase, version: Any) -> tuple[int, int, int]:
     """(minimum, awake, peak) pods of a version: the autoscaler's bounds (awake: one pod, for a
     version that sleeps at zero), or its fixed replicas."""
-    scaling = model.autoscaling
+    scaling = model.version_autoscaling(version)
     if scaling.enabled:
         return scaling.min_replicas, max(scaling.min_replicas, 1), scaling.max_replicas
     fixed = model.fixed_replicas(version)
