@@ -221,7 +221,9 @@ class ModelSpecBase(ConfigModel):
         "whole NPU) or {type, mode, count, ...}; runtimes mindie, vllm and custom.",
     )
     autoscaling: AutoscalingSpec = Field(
-        default=AutoscalingSpec(), description="Scales every version between minReplicas and maxReplicas."
+        default=AutoscalingSpec(),
+        description="Scales each version between minReplicas and maxReplicas (a shadow from 1, or 0 where the "
+        "model sleeps; a version may set its own bounds within these: versions[].autoscaling).",
     )
     transformer: TransformerSpec | None = Field(
         default=None, description="A pre/post-processing container in front of the server, in the same pod."
