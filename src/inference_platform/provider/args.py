@@ -592,7 +592,7 @@ class Model(TypedDict):
     npu: NotRequired[NpuSpec]
     """Ascend NPUs through HAMi instead of NVIDIA GPUs: a chip type alone (npu: Ascend910B3, one whole NPU) or {type, mode, count, ...}; runtimes mindie, vllm and custom."""
     autoscaling: NotRequired[AutoscalingSpec]
-    """Scales every version between minReplicas and maxReplicas."""
+    """Scales each version between minReplicas and maxReplicas (a shadow from 1, or 0 where the model sleeps; a version may set its own bounds within these: versions[].autoscaling)."""
     transformer: NotRequired[TransformerSpec]
     """A pre/post-processing container in front of the server, in the same pod."""
     download_size: NotRequired[str]
