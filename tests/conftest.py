@@ -438,7 +438,13 @@ def full_config() -> dict[str, Any]:
                     # A LoRA adapter mounted from a claim; room in a batch for one more, loaded later.
                     "adapters": [{"name": "summarize", "uri": "pvc://adapters/qwen3-8b/summarize"}],
                 },
-                {"name": "v2", "modelUri": "hf://Qwen/Qwen3-8B-FP8", "weight": 10},
+                {
+                    "name": "v2",
+                    "modelUri": "hf://Qwen/Qwen3-8B-FP8",
+                    "weight": 10,
+                    # The canary takes a tenth of every request, the adapter's too: it serves it as well.
+                    "adapters": [{"name": "summarize", "uri": "pvc://adapters/qwen3-8b/summarize"}],
+                },
             ],
             "maxLoras": 2,
             "analysis": {"maxTimeToFirstTokenIncreasePercent": 10},

@@ -10,9 +10,10 @@ import pytest
 
 from inference_platform.cli.main import main
 from inference_platform.cli.render_files import read_render
+from inference_platform.cli.stack_file import read_stack_config
 from inference_platform.config.errors import ConfigError
 from inference_platform.stack.config import parse_stack_config, project_values
-from tests.conftest import write_stack_file
+from tests.conftest import ROOT, full_config, write_stack_file
 
 RenderDir = Any
 
@@ -53,6 +54,12 @@ def plan(config: dict[str, Any]) -> dict[str, Any]:
 def gpus(config: dict[str, Any]) -> tuple[int, int]:
     found = plan(config)["gpus"]
     return found["min"], found["peak"]
+
+
+TIGHT_NOTE = (
+    "vGPU slices packed as tightly as they fit, a lower bound: HAMi's default policy spreads a node's slices over "
+    "its GPUs, which takes more of them; set platform.gpuNodes.gpusPerNode to count that"
+)
 
 
 def vgpu(**fields: Any) -> dict[str, Any]:
@@ -124,6 +131,7 @@ def test_memory_in_mib_without_the_gpus_size_counts_a_whole_gpu(capsys: Any, tmp
     assert gpus(config) == (2, 2)
     assert parse_stack_config(project_values(config)).capacity().notes == (
         "a: GPU memory unknown (platform.gpuNodes.memoryMib), each vGPU counted whole",
+        TIGHT_NOTE,
     )
 
 
@@ -181,11 +189,31 @@ def test_count_and_gpus_per_node_come_together() -> None:
 def test_the_capacity_command_prints_exactly_the_json_shape(tmp_path: Path, capsys: Any) -> None:
     path = write_stack_file(tmp_path / "Pulumi.s.yaml", stack([model("a", vgpu(memoryPercent=25), pods=2, peak=6)]))
     assert main(["capacity", "--stack", "s", "--config", str(path), "--format", "json"]) == 0
+    four = ["a/v1"] * 4
     assert json.loads(capsys.readouterr().out) == {
         "gpus": {"min": 1, "awake": 1, "peak": 2},
         "declared": None,
         "fits": {"min": None, "awake": None, "peak": None},
         "models": {"a": {"mode": "vgpu", "min": 0.5, "awake": 0.5, "peak": 1.5}},
+        "rows": [
+            {
+                "model": "a",
+                "version": "v1",
+                "mode": "vgpu",
+                "unit": "GPU",
+                "devices": {"min": 0, "awake": 0, "peak": 0},
+                "slices": {"min": 2, "awake": 2, "peak": 6},
+                "slice": {"memoryPercent": 25.0, "coresPercent": 0.0},
+            }
+        ],
+        "packings": [
+            {
+                "unit": "GPU",
+                "policy": "binpack",
+                "devices": {"min": 1, "awake": 1, "peak": 2},
+                "layout": {"min": [["a/v1", "a/v1"]], "awake": [["a/v1", "a/v1"]], "peak": [four, ["a/v1", "a/v1"]]},
+            }
+        ],
     }
     assert main(["capacity", "--stack", "s", "--config", str(path)]) == 0
     assert "GPUs: 1 at minimum replicas, 1 awake, 2 at peak (no GPUs declared)" in capsys.readouterr().out
@@ -280,3 +308,90 @@ def test_the_summary_and_the_diff_show_all_three(render_dir: RenderDir, tmp_path
     capsys.readouterr()
     assert main(["diff", str(old), str(new)]) == 0
     assert "GPU capacity: min GPUs 2 -> 0, awake GPUs 2 -> 1, peak GPUs 6 of 8 declared.\n" in capsys.readouterr().out
+
+
+# --- Rows per model and version that add up to the headline; HAMi's placement on declared nodes ----
+
+
+def assert_rows_add_up(found: dict[str, Any]) -> None:
+    """Per kind of device and stage: the versions' whole devices and the packed slices' devices are
+    the headline's figure."""
+    headlines = {"GPU": found["gpus"]} | found.get("npus", {})
+    for unit, headline in headlines.items():
+        for stage in ("min", "awake", "peak"):
+            whole = sum(row["devices"][stage] for row in found["rows"] if row["unit"] == unit)
+            packed = sum(p["devices"][stage] for p in found["packings"] if p["unit"] == unit)
+            assert whole + packed == headline[stage], (unit, stage, found)
+            layouts = [p["layout"][stage] for p in found["packings"] if p["unit"] == unit]
+            slices = sum(row.get("slices", {}).get(stage, 0) for row in found["rows"] if row["unit"] == unit)
+            assert sum(len(device) for layout in layouts for device in layout) == slices
+
+
+def report(config: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = parse_stack_config(project_values(config)).capacity().report_json()
+    return result
+
+
+def test_the_issues_case_adds_up_exclusive_rows_and_packed_slices() -> None:
+    """4 whole GPUs and a half-GPU slice were shown as 4 + 0.5 under a headline of 5: now the slice's
+    GPU is a row of its own."""
+    config = stack([model("big", {"mode": "exclusive", "count": 2}, pods=2), model("small", vgpu(memoryPercent=50))])
+    found = report(config)
+    assert found["gpus"] == {"min": 5, "awake": 5, "peak": 5}
+    assert [(r["model"], r["version"], r["devices"]["min"], r.get("slices")) for r in found["rows"]] == [
+        ("big", "v1", 4, None),
+        ("small", "v1", 0, {"min": 1, "awake": 1, "peak": 1}),
+    ]
+    assert found["packings"][0]["layout"]["min"] == [["small/v1"]]
+    assert_rows_add_up(found)
+
+
+def test_every_stack_adds_up() -> None:
+    assert_rows_add_up(report(full_config()))
+    for name in ("dev", "prod"):
+        _, config = read_stack_config(ROOT / f"Pulumi.{name}.yaml")
+        assert_rows_add_up(config.capacity().report_json())
+
+
+def test_declared_nodes_get_hamis_default_spread_of_slices_over_a_nodes_gpus() -> None:
+    """HAMi 2.10's chart default: nodes binpack, GPUs spread. On nodes of 4 GPUs, a pod of 1 whole
+    GPU then two 25 % slices: the slices go to two free GPUs of the same node (3 GPUs), where packing
+    tightly would put them on one (2 GPUs)."""
+    models = [model("whole", {"mode": "exclusive"}), model("part", vgpu(memoryPercent=25), pods=2)]
+    assert gpus(stack(models)) == (2, 2)
+    spread = report(stack(models, gpuNodes={"count": 2, "gpusPerNode": 4}))
+    assert spread["gpus"]["min"] == 3
+    assert spread["packings"][0]["policy"] == "spread on nodes of 4"
+    assert spread["packings"][0]["layout"]["min"] == [["part/v1"], ["part/v1"]]
+    assert_rows_add_up(spread)
+
+
+def test_spread_stays_on_the_fullest_node_and_shares_gpus_once_its_gpus_are_in_use() -> None:
+    """Nodes of 4: three whole GPUs and three 25 % slices. The fourth GPU takes every slice (node
+    binpack keeps them on the first node, where that GPU still holds them): 4 GPUs. Four 50 % slices
+    on nodes of 2: two to a GPU once both are in use: 2 GPUs."""
+    models = [model("whole", {"mode": "exclusive"}, pods=3), model("part", vgpu(memoryPercent=25), pods=3)]
+    found = report(stack(models, gpuNodes={"count": 2, "gpusPerNode": 4}))
+    assert found["gpus"]["min"] == 4
+    assert found["packings"][0]["layout"]["min"] == [["part/v1"] * 3]
+    halves = report(stack([model("half", vgpu(memoryPercent=50), pods=4)], gpuNodes={"count": 2, "gpusPerNode": 2}))
+    assert halves["gpus"]["min"] == 2
+
+
+def test_the_table_has_a_row_per_version_and_totals_that_are_the_headline(tmp_path: Path, capsys: Any) -> None:
+    config = stack(
+        [model("big", {"mode": "exclusive", "count": 2}, pods=2, versions=2), model("small", vgpu(memoryPercent=50))]
+    )
+    path = write_stack_file(tmp_path / "Pulumi.s.yaml", config)
+    assert main(["capacity", "--stack", "s", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    cells = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
+    assert [c[:7] for c in cells] == [
+        ["big", "v1", "exclusive", "GPU", "4", "4", "4"],
+        ["big", "v2", "exclusive", "GPU", "4", "4", "4"],
+        ["small", "v1", "vgpu", "GPU", "(1 slice)", "(1 slice)", "(1 slice)"],
+        ["slices packed", "", "binpack", "GPU", "1", "1", "1"],
+        ["total", "", "", "GPU", "9", "9", "9"],
+    ]
+    assert "GPU packing at min (binpack): 1: small/v1\n" in out
+    assert "GPUs: 9 at minimum replicas, 9 awake, 9 at peak (no GPUs declared)" in out

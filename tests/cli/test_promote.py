@@ -18,7 +18,7 @@ from inference_platform.cli.render import run_program
 from inference_platform.cli.render_files import CHARTS, MANIFESTS, OUTPUTS, render_texts, write_render
 from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.config.errors import INCOMPLETE
-from tests.conftest import ROOT
+from tests.conftest import ROOT, RUNTIME_MINIMUMS, write_stack_file
 
 
 @pytest.fixture
@@ -541,3 +541,35 @@ def test_a_result_that_lost_a_comment_is_refused() -> None:
     with pytest.raises(PromotionError, match="move comments out of their order"):
         _check_comments("# one\na: 1\n# two\n", "# two\na: 1\n# one\n", Path("Pulumi.x.yaml"))
     _check_comments("a: 1  # one\n", "a: 2  # one\n", Path("Pulumi.x.yaml"))
+
+
+def test_a_canary_without_the_models_adapter_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """promote validates its result with the stack's config models: giving traffic to a version that
+    lacks an adapter the model serves is refused the way a stack file is, naming the version."""
+    llama = RUNTIME_MINIMUMS["vllm"] | {
+        "name": "llama",
+        "versions": [
+            {
+                "name": "v2",
+                "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct",
+                "weight": 100,
+                "adapters": [{"name": "support", "uri": "pvc://adapters/support"}],
+            }
+        ],
+    }
+    path = write_stack_file(
+        tmp_path / "Pulumi.t.yaml",
+        {"inference-platform:domain": "models.example.com", "inference-platform:models": [llama]},
+    )
+    # Added at weight 0, the new version takes no request yet: it may lack the adapter.
+    assert run(path, "--model", "llama", "--add-version", "v3", "--model-uri", "hf://acme/llama-next") == 0
+    capsys.readouterr()
+    before = path.read_bytes()
+
+    assert run(path, "--model", "llama", "--weights", "v2=90,v3=10") == 2
+
+    err = capsys.readouterr().err
+    assert err.startswith(INVALID_MOVE), err
+    assert f"{path}:" in err
+    assert "models[0] (llama).versions[1] (v3).name: v3 lacks adapter(s) 'support' (served by v2)" in err
+    assert path.read_bytes() == before

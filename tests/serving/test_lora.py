@@ -245,6 +245,44 @@ def test_the_same_adapter_name_may_serve_on_several_versions() -> None:
     assert llama.served_adapters == ["sql"]
 
 
+def test_every_version_that_takes_requests_and_every_shadow_serves_the_adapters(tmp_path: Path, capsys: Any) -> None:
+    """Requests reach a version by the weights (a shadow by its mirror) whatever adapter they name: a
+    version without the adapter would refuse its share. A version at weight 0 takes none: it may lack them."""
+    models = [
+        model(
+            "canary",
+            "vllm",
+            [version("v2", [adapter("support")], weight=90), version("v3", [], weight=10)],
+        ),
+        model(
+            "shadowed",
+            "sglang",
+            [
+                version("v1", [adapter("sql"), adapter("chat")]),
+                version("v2", [adapter("chat")], weight=None, mirrorPercent=10),
+            ],
+        ),
+        model(
+            "crossed",
+            "vllm",
+            [version("v1", [adapter("a")], weight=50), version("v2", [adapter("b")], weight=50)],
+        ),
+        model("staged", "vllm", [version("v1", [adapter("sql")]), version("v2", [], weight=0)]),
+    ]
+    found = problems(
+        {"inference-platform:domain": "models.example.com", "inference-platform:models": models}, tmp_path, capsys
+    )
+    expected = [
+        "models[0] (canary).versions[1] (v3).name: v3 lacks adapter(s) 'support' (served by v2): it takes its share",
+        "models[1] (shadowed).versions[1] (v2).adapters: v2 lacks adapter(s) 'sql' (served by v1): a shadow",
+        "models[2] (crossed).versions[0] (v1).adapters: v1 lacks adapter(s) 'b' (served by v2)",
+        "models[2] (crossed).versions[1] (v2).adapters: v2 lacks adapter(s) 'a' (served by v1)",
+    ]
+    assert len(found) == len(expected), found
+    for text in expected:
+        assert any(text in line for line in found), (text, found)
+
+
 # --- what the outputs and the capacity plan say ------------------------------------------------
 
 
@@ -257,13 +295,15 @@ def test_only_what_live_versions_serve_gets_a_curl_line() -> None:
                 "sglang",
                 [
                     version("v1", [adapter("sql"), adapter("chat")]),
-                    version("v2", [adapter("chat"), adapter("draft")], weight=None, mirrorPercent=10),
+                    version("v2", [adapter("chat"), adapter("sql"), adapter("draft")], weight=None, mirrorPercent=10),
+                    version("v3", [adapter("next")], weight=0),
                 ],
             )
         ],
     }
     (qwen,) = parse_stack_config(project_values(config)).models
-    assert qwen.served_adapters == ["sql", "chat"]  # the shadow's draft is reached only through mirroring
+    # The shadow's draft is reached only through mirroring, the idle version's next not at all.
+    assert qwen.served_adapters == ["sql", "chat"]
     assert isinstance(qwen, LLMEngineModel)
     assert qwen.adapter_request("chat").body["model"] == "qwen:chat"
 

@@ -229,7 +229,10 @@ def test_the_capacity_command_prints_npus_beside_gpus(tmp_path: Path, capsys: An
     stack_file = write_stack_file(tmp_path / "Pulumi.t.yaml", config)
     assert main(["capacity", "--stack", "t", "--config", str(stack_file)]) == 0
     out = capsys.readouterr().out
-    assert "exclusive Ascend910B3 NPUs" in out
+    cells = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
+    # The model's row counts NPUs of its type, and the type's total is its headline's.
+    assert ["a", "v1", "exclusive", "Ascend910B3", "2", "2", "2"] in [c[:7] for c in cells]
+    assert ["total", "", "", "Ascend910B3", "2", "2", "2"] in [c[:7] for c in cells]
     assert "NPUs Ascend910B3: 2 at minimum replicas, 2 awake, 2 at peak (none declared)" in out
 
 

@@ -63,10 +63,13 @@ class Gpu:
     cores: Fraction = Fraction(0)
     cpus: Fraction = Fraction(0)
     pods: list[int] = field(default_factory=list)
+    whole: bool = False
+    """Held whole by one pod (`exclusive`): nothing else goes on it."""
 
     def fits(self, piece: Slice, pod: int, sharing: Sharing) -> bool:
         return (
-            pod not in self.pods
+            not self.whole
+            and pod not in self.pods
             and len(self.pods) < sharing.split_count
             and self.memory + piece.memory <= sharing.memory_scaling
             and self.cores + piece.cores <= sharing.core_scaling
@@ -78,6 +81,11 @@ class Gpu:
         self.cores += piece.cores
         self.cpus += piece.cpus
         self.pods.append(pod)
+
+    @property
+    def load(self) -> tuple[Fraction, Fraction, int]:
+        """What HAMi's spread policy ranks a GPU by, least first: its memory, cores and slices in use."""
+        return self.memory, self.cores, len(self.pods)
 
 
 def slice_of(spec: VirtualGpu, nodes: GpuNodes) -> Slice:
@@ -112,11 +120,15 @@ def npu_slice(spec: NpuSpec) -> Slice | None:
     )
 
 
-def pack(pods: Sequence[tuple[int, Slice]], sharing: Sharing) -> int:
-    """Physical GPUs for vGPU pods, each given as (slice count, slice): first-fit decreasing."""
-    order = sorted(range(len(pods)), key=lambda i: (pods[i][1].memory, pods[i][1].cores, pods[i][0]), reverse=True)
+def _decreasing(pods: Sequence[tuple[int, Slice]]) -> list[int]:
+    return sorted(range(len(pods)), key=lambda i: (pods[i][1].memory, pods[i][1].cores, pods[i][0]), reverse=True)
+
+
+def layout(pods: Sequence[tuple[int, Slice]], sharing: Sharing) -> list[Gpu]:
+    """Physical GPUs for vGPU pods, each given as (slice count, slice), packed tightly: first-fit
+    decreasing (HAMi's binpack policy, with no node boundaries)."""
     gpus: list[Gpu] = []
-    for pod in order:
+    for pod in _decreasing(pods):
         count, piece = pods[pod]
         for _ in range(count):
             target = next((gpu for gpu in gpus if gpu.fits(piece, pod, sharing)), None)
@@ -124,7 +136,49 @@ def pack(pods: Sequence[tuple[int, Slice]], sharing: Sharing) -> int:
                 target = Gpu()
                 gpus.append(target)
             target.take(piece, pod)
-    return len(gpus)
+    return gpus
+
+
+def pack(pods: Sequence[tuple[int, Slice]], sharing: Sharing) -> int:
+    """How many physical GPUs (or cards) `layout` uses."""
+    return len(layout(pods, sharing))
+
+
+def spread_layout(
+    whole: Sequence[int], pods: Sequence[tuple[int, Slice]], sharing: Sharing, per_node: int
+) -> tuple[list[list[Gpu]], list[Gpu]]:
+    """GPU pods placed the way HAMi 2.10's scheduler places them by default (its chart's
+    `defaultSchedulerPolicy`: nodes `binpack`, GPUs `spread`), on nodes of `per_node` GPUs: each
+    pod, largest first (pods of whole GPUs, then slices by size), on the fullest node where all
+    of it fits, each of its slices on the least-loaded GPU of that node that holds it, a pod's
+    slices on distinct GPUs. Returns the nodes, and the GPUs holding slices."""
+    order = _decreasing(pods)
+    demands: list[tuple[int, Slice, bool]] = [(count, Slice(Fraction(1), Fraction(1)), True) for count in whole]
+    demands += [(pods[i][0], pods[i][1], False) for i in order]
+    nodes: list[list[Gpu]] = []
+    for pod, (count, piece, exclusive) in enumerate(demands):
+        fullest = sorted(nodes, key=lambda node: sum(gpu.memory for gpu in node), reverse=True)
+        chosen = next((c for node in fullest if (c := _spread_onto(node, count, piece, pod, sharing, exclusive))), None)
+        if chosen is None:
+            nodes.append([Gpu() for _ in range(max(per_node, count))])
+            chosen = _spread_onto(nodes[-1], count, piece, pod, sharing, exclusive) or []
+        for gpu in chosen:
+            gpu.take(piece, pod)
+            gpu.whole = exclusive
+    sliced = [gpu for node in nodes for gpu in node if gpu.pods and not gpu.whole]
+    for gpu in sliced:  # back to the caller's pod numbers
+        gpu.pods = [order[pod - len(whole)] for pod in gpu.pods]
+    return nodes, sliced
+
+
+def _spread_onto(  # noqa: PLR0917 (the one pod's fields)
+    node: list[Gpu], count: int, piece: Slice, pod: int, sharing: Sharing, exclusive: bool
+) -> list[Gpu] | None:
+    """The GPUs of `node` a pod's `count` slices go to, least loaded first; None where they do not fit."""
+    free = [gpu for gpu in node if (not gpu.pods if exclusive else gpu.fits(piece, pod, sharing))]
+    if len(free) < count:
+        return None
+    return sorted(free, key=lambda gpu: gpu.load)[:count]
 
 
 STAGES = ("min", "awake", "peak")
@@ -193,6 +247,10 @@ class Plan:
     notes: tuple[str, ...] = ()
     npus: dict[str, DevicePlan] = field(default_factory=dict)
     """Ascend NPUs by type, apart from GPUs; empty when no model uses them."""
+    rows: tuple[Row, ...] = ()
+    """Each version's whole devices or slices: with the packings, what adds up to the headlines."""
+    packings: tuple[Packing, ...] = ()
+    """How the slices of each kind of device pack onto devices (GPUs first, then each NPU type)."""
 
     @property
     def fits_min(self) -> bool | None:
@@ -217,6 +275,14 @@ class Plan:
             out["npus"] = {device: npus.as_json() for device, npus in self.npus.items()}
         return out
 
+    def report_json(self) -> dict[str, Any]:
+        """as_json (the stack output `capacity`), with each version's row and each packing: per unit
+        and stage, the rows' devices and the packings' add up to the headline's."""
+        return self.as_json() | {
+            "rows": [row.as_json() for row in self.rows],
+            "packings": [packing.as_json() for packing in self.packings],
+        }
+
     def headline(self) -> str:
         of = f" of {self.declared} declared" if self.declared is not None else " (no GPUs declared)"
         lines = [f"GPUs: {self.gpus_min} at minimum replicas, {self.gpus_awake} awake, {self.gpus_peak} at peak{of}"]
@@ -227,46 +293,141 @@ class Plan:
 def replicas(model: ModelSpecBase, version: Any) -> tuple[int, int, int]:
     """(minimum, awake, peak) pods of a version: the autoscaler's bounds (awake: one pod, for a
     version that sleeps at zero), or its fixed replicas."""
-    scaling = model.autoscaling
+    scaling = model.version_autoscaling(version)
     if scaling.enabled:
         return scaling.min_replicas, max(scaling.min_replicas, 1), scaling.max_replicas
     fixed = model.fixed_replicas(version)
     return fixed, fixed, fixed
 
 
-def npu_plan(models: Sequence[ModelSpecBase], nodes: NpuNodes) -> tuple[dict[str, DevicePlan], dict[str, ModelPlan]]:
-    """The NPUs of each type the Ascend models hold, and each model's share."""
+@dataclass(frozen=True)
+class Row:
+    """One version's devices at each stage: whole ones, or slices (counted where they are packed)."""
+
+    model: str
+    version: str
+    mode: Mode
+    unit: str
+    """GPU, or the NPU type."""
+    whole: tuple[int, int, int]
+    """Whole devices at minimum, awake and peak."""
+    slices: tuple[int, int, int] = (0, 0, 0)
+    """Slices at minimum, awake and peak, each `share` of a device."""
+    share: Slice | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "model": self.model,
+            "version": self.version,
+            "mode": self.mode,
+            "unit": self.unit,
+            "devices": dict(zip(STAGES, self.whole, strict=True)),
+        }
+        if self.share is not None:
+            out["slices"] = dict(zip(STAGES, self.slices, strict=True))
+            out["slice"] = {"memoryPercent": _percent(self.share.memory), "coresPercent": _percent(self.share.cores)}
+        return out
+
+    @property
+    def slice_label(self) -> str:
+        """'50% memory, 30% cores' of one slice; '' for whole devices."""
+        if self.share is None:
+            return ""
+        return f"{_percent(self.share.memory):g}% memory, {_percent(self.share.cores):g}% cores"
+
+
+def _percent(share: Fraction) -> float:
+    return round(float(share * 100), 2)
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Slices of one kind of device packed onto physical devices: at each stage, each device's
+    slices by the version that holds them (`model/version`)."""
+
+    unit: str
+    policy: str
+    devices: dict[str, tuple[tuple[str, ...], ...]]
+
+    def count(self, stage: str) -> int:
+        return len(self.devices[stage])
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "unit": self.unit,
+            "policy": self.policy,
+            "devices": {stage: self.count(stage) for stage in STAGES},
+            "layout": {stage: [list(device) for device in self.devices[stage]] for stage in STAGES},
+        }
+
+
+def _occupants(gpus: Sequence[Gpu], labels: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(labels[pod] for pod in gpu.pods) for gpu in gpus)
+
+
+def npu_plan(
+    models: Sequence[ModelSpecBase], nodes: NpuNodes
+) -> tuple[dict[str, DevicePlan], dict[str, ModelPlan], list[Row], list[Packing]]:
+    """The NPUs of each type the Ascend models hold, each model's share, each version's row, and
+    how each type's vNPUs pack onto cards."""
     whole: dict[str, dict[str, int]] = {}
     virtual: dict[str, dict[str, list[tuple[int, Slice]]]] = {}
+    labels: dict[str, dict[str, list[str]]] = {}
     per_model: dict[str, ModelPlan] = {}
+    rows: list[Row] = []
     for model in models:
         spec = model.npu
         if spec is None:
             continue
         kind = whole.setdefault(spec.type, dict.fromkeys(STAGES, 0))
         slices = virtual.setdefault(spec.type, {stage: [] for stage in STAGES})
+        names = labels.setdefault(spec.type, {stage: [] for stage in STAGES})
         piece = npu_slice(spec)
+        mode: Mode = "vnpu" if spec.mode == "vnpu" else "exclusive"
         totals = dict.fromkeys(STAGES, Fraction(0))
         for version in model.versions:
-            for key, groups in zip(STAGES, replicas(model, version), strict=True):
-                pods = groups * model.group_size
+            counts = [groups * model.group_size for groups in replicas(model, version)]
+            for key, pods in zip(STAGES, counts, strict=True):
                 if piece is None:
                     kind[key] += pods * spec.count
                     totals[key] += pods * spec.count
                 else:
                     slices[key] += [(spec.count, piece)] * pods
+                    names[key] += [f"{model.name}/{version.name}"] * pods
                     totals[key] += pods * spec.count * max(piece.memory, piece.cores)
-        mode: Mode = "vnpu" if spec.mode == "vnpu" else "exclusive"
+            if piece is None:
+                rows.append(Row(model.name, version.name, mode, spec.type, _triple(c * spec.count for c in counts)))
+            else:
+                sliced = _triple(c * spec.count for c in counts)
+                rows.append(Row(model.name, version.name, mode, spec.type, (0, 0, 0), sliced, piece))
         low, awake, peak = (round(float(totals[stage]), 2) for stage in STAGES)
         per_model[model.name] = ModelPlan(mode, low, awake, peak, device=spec.type, lora=model.lora_limits())
     devices = {}
+    packings = []
     for device in sorted(whole):
         # At most one vNPU per AI core on a card: the smallest template takes at least one.
         chip_sharing = Sharing(split_count=CHIPS[device].ai_core)
-        low, awake, peak = (whole[device][stage] + pack(virtual[device][stage], chip_sharing) for stage in STAGES)
+        cards = {stage: layout(virtual[device][stage], chip_sharing) for stage in STAGES}
+        low, awake, peak = (whole[device][stage] + len(cards[stage]) for stage in STAGES)
         pool = nodes.pool(device)
         devices[device] = DevicePlan(low, awake, peak, declared=None if pool is None else pool.declared)
-    return devices, per_model
+        if any(virtual[device][stage] for stage in STAGES):
+            packings.append(
+                Packing(
+                    device,
+                    "binpack",
+                    {stage: _occupants(cards[stage], labels[device][stage]) for stage in STAGES},
+                )
+            )
+    return devices, per_model, rows, packings
+
+
+def _triple(values: Any) -> tuple[int, int, int]:
+    low, awake, peak = values
+    return int(low), int(awake), int(peak)
+
+
+GPU = "GPU"
 
 
 def plan(
@@ -276,11 +437,14 @@ def plan(
     declared: int | None,
     npu_nodes: NpuNodes | None = None,
 ) -> Plan:
-    whole = dict.fromkeys(STAGES, 0)
+    whole: dict[str, list[int]] = {stage: [] for stage in STAGES}
+    """Each pod's whole GPUs, per stage."""
     virtual: dict[str, list[tuple[int, Slice]]] = {stage: [] for stage in STAGES}
+    labels: dict[str, list[str]] = {stage: [] for stage in STAGES}
     per_model: dict[str, ModelPlan] = {}
+    rows: list[Row] = []
     notes: list[str] = []
-    npus, npu_models = npu_plan(models, npu_nodes or NpuNodes())
+    npus, npu_models, npu_rows, packings = npu_plan(models, npu_nodes or NpuNodes())
     for model in models:
         if model.npu is not None:
             per_model[model.name] = npu_models[model.name]
@@ -288,15 +452,23 @@ def plan(
         spec = model.gpu
         totals = dict.fromkeys(STAGES, Fraction(0))
         for version in model.versions:
-            for key, groups in zip(STAGES, replicas(model, version), strict=True):
-                pods = groups * model.group_size  # a multi-node replica is a group of pods, each on its node
+            # A multi-node replica is a group of pods, each on its node.
+            counts = [groups * model.group_size for groups in replicas(model, version)]
+            for key, pods in zip(STAGES, counts, strict=True):
                 if isinstance(spec, ExclusiveGpu):
-                    whole[key] += pods * spec.count
+                    whole[key] += [spec.count] * pods
                     totals[key] += pods * spec.count
                 elif isinstance(spec, VirtualGpu):
                     piece = slice_of(spec, nodes)
                     virtual[key] += [(spec.count, piece)] * pods
+                    labels[key] += [f"{model.name}/{version.name}"] * pods
                     totals[key] += pods * spec.count * piece.memory
+            if isinstance(spec, VirtualGpu):
+                sliced = _triple(c * spec.count for c in counts)
+                rows.append(Row(model.name, version.name, spec.mode, GPU, (0, 0, 0), sliced, slice_of(spec, nodes)))
+            else:
+                held = _triple(c * spec.count for c in counts) if isinstance(spec, ExclusiveGpu) else (0, 0, 0)
+                rows.append(Row(model.name, version.name, spec.mode, GPU, held))
         if isinstance(spec, SharedGpu):
             notes.append(f"{model.name} shares GPUs outside the scheduler (gpu: shared): not counted")
         if isinstance(spec, VirtualGpu) and spec.memory_mib is not None and not nodes.memory_mib:
@@ -304,15 +476,38 @@ def plan(
         low, awake, peak = (round(float(totals[stage]), 2) for stage in STAGES)
         per_model[model.name] = ModelPlan(spec.mode, low, awake, peak, lora=model.lora_limits())
     notes += [lora_note(name, plan.lora) for name, plan in per_model.items() if plan.lora is not None]
+    sliced_gpus = {stage: _sliced_gpus(whole[stage], virtual[stage], sharing, nodes.gpus_per_node) for stage in STAGES}
+    if any(virtual.values()):
+        policy = "binpack" if nodes.gpus_per_node is None else f"spread on nodes of {nodes.gpus_per_node}"
+        packings.insert(0, Packing(GPU, policy, {s: _occupants(sliced_gpus[s], labels[s]) for s in STAGES}))
+        if nodes.gpus_per_node is None:
+            notes.append(
+                "vGPU slices packed as tightly as they fit, a lower bound: HAMi's default policy spreads a node's "
+                "slices over its GPUs, which takes more of them; set platform.gpuNodes.gpusPerNode to count that"
+            )
+    gpus = {stage: sum(whole[stage]) + len(sliced_gpus[stage]) for stage in STAGES}
     return Plan(
-        gpus_min=whole["min"] + pack(virtual["min"], sharing),
-        gpus_awake=whole["awake"] + pack(virtual["awake"], sharing),
-        gpus_peak=whole["peak"] + pack(virtual["peak"], sharing),
+        gpus_min=gpus["min"],
+        gpus_awake=gpus["awake"],
+        gpus_peak=gpus["peak"],
         declared=declared,
         models=per_model,
         notes=tuple(notes),
         npus=npus,
+        rows=tuple(rows + npu_rows),
+        packings=tuple(packings),
     )
+
+
+def _sliced_gpus(
+    whole: Sequence[int], pods: Sequence[tuple[int, Slice]], sharing: Sharing, per_node: int | None
+) -> list[Gpu]:
+    """The GPUs that hold vGPU slices: packed tightly without node sizes, else as HAMi places them."""
+    if not pods:
+        return []
+    if per_node is None:
+        return layout(pods, sharing)
+    return spread_layout(whole, pods, sharing, per_node)[1]
 
 
 def lora_note(model: str, lora: LoraLimits) -> str:

@@ -236,24 +236,18 @@ def _stack_config(args: argparse.Namespace) -> StackConfig | None:
 
 
 def _capacity(args: argparse.Namespace) -> ExitCode:
-    from rich.table import Table
+    from inference_platform.cli.capacity_table import capacity_table, packing_lines
 
     config = _stack_config(args)
     if config is None:
         return ExitCode.CONFIG_ERROR
     plan = config.capacity()
     if args.format == "json":
-        print(json.dumps(plan.as_json(), indent=2))
+        print(json.dumps(plan.report_json(), indent=2))
         return ExitCode.OK
-    # A column for LoRA adapter slots only where some model has adapters.
-    lora = any(model.lora is not None for model in plan.models.values())
-    table = Table("model", "mode", "min GPUs", "awake GPUs", "peak GPUs", *(["LoRA slots a pod"] if lora else []))
-    for name, model in plan.models.items():
-        # An Ascend model's figures are NPUs of its type, counted apart from GPUs.
-        mode = model.mode if model.device is None else f"{model.mode} {model.device} NPUs"
-        slots = [str(model.lora.slots) if model.lora is not None else ""] if lora else []
-        table.add_row(name, mode, f"{model.min:g}", f"{model.awake:g}", f"{model.peak:g}", *slots)
-    _console(120).print(table)
+    _console(200).print(capacity_table(plan))
+    for line in packing_lines(plan):
+        print(line)
     _print_capacity(plan)
     return ExitCode.OK
 

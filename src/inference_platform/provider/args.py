@@ -210,6 +210,15 @@ class KedaRefGpuSource(str, Enum):
     Hami = "hami"
 
 
+class VersionAutoscaling(TypedDict):
+    """One version's own bounds, within its model's autoscaling (its targets and timings are the model's)."""
+
+    min_replicas: NotRequired[int]
+    """This version's floor: by default the model's minReplicas for a live version, and for a shadow 1 (0 where the model sleeps at zero; the model's where its bounds are equal). 0 only where the model's is 0: a model sleeps or wakes as a whole."""
+    max_replicas: NotRequired[int]
+    """This version's ceiling: by default the model's maxReplicas, and at most that."""
+
+
 class ResourceList(TypedDict):
     cpu: NotRequired[str]
     """CPU, a Kubernetes quantity (500m, 2); unset keeps the runtime's default."""
@@ -257,6 +266,8 @@ class ModelVersion(TypedDict):
     """Makes this version a shadow that gets a copy of this share of requests."""
     replicas: NotRequired[int]
     """Overrides the model's replicas for this version."""
+    autoscaling: NotRequired[VersionAutoscaling]
+    """{minReplicas, maxReplicas}: this version's own bounds within the model's autoscaling (a canary's or a shadow's floor below the primary's); the model's targets apply."""
     image: NotRequired[str]
     """Overrides the runtime's image for this version."""
     resources: NotRequired[Resources]
@@ -581,7 +592,7 @@ class Model(TypedDict):
     npu: NotRequired[NpuSpec]
     """Ascend NPUs through HAMi instead of NVIDIA GPUs: a chip type alone (npu: Ascend910B3, one whole NPU) or {type, mode, count, ...}; runtimes mindie, vllm and custom."""
     autoscaling: NotRequired[AutoscalingSpec]
-    """Scales every version between minReplicas and maxReplicas."""
+    """Scales each version between minReplicas and maxReplicas (a shadow from 1, or 0 where the model sleeps; a version may set its own bounds within these: versions[].autoscaling)."""
     transformer: NotRequired[TransformerSpec]
     """A pre/post-processing container in front of the server, in the same pod."""
     download_size: NotRequired[str]

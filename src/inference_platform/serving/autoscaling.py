@@ -183,6 +183,20 @@ class AutoscalingSpec(ConfigModel):
         return metrics
 
 
+class VersionAutoscaling(ConfigModel):
+    """One version's own bounds, within its model's autoscaling (its targets and timings are the model's)."""
+
+    min_replicas: Annotated[int, Field(ge=0, le=1000)] | None = Field(
+        default=None,
+        description="This version's floor: by default the model's minReplicas for a live version, and for a "
+        "shadow 1 (0 where the model sleeps at zero; the model's where its bounds are equal). 0 only where the "
+        "model's is 0: a model sleeps or wakes as a whole.",
+    )
+    max_replicas: Annotated[int, Field(ge=1, le=1000)] | None = Field(
+        default=None, description="This version's ceiling: by default the model's maxReplicas, and at most that."
+    )
+
+
 def horizontal_pod_autoscaler(
     metadata: dict[str, Any], spec: AutoscalingSpec, target: dict[str, str] | None = None
 ) -> dict[str, Any]:

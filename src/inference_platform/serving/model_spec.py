@@ -28,7 +28,7 @@ from inference_platform.platform import ascend
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.serving.analysis_spec import AnalysisSpec, PayloadProtocol, current_protocol
-from inference_platform.serving.autoscaling import AutoscalingSpec
+from inference_platform.serving.autoscaling import AutoscalingSpec, VersionAutoscaling
 from inference_platform.serving.gpu import GpuPlacement, GpuSpec, NoGpu
 from inference_platform.serving.inference_pool import (
     LORA_ENGINES,
@@ -73,6 +73,11 @@ class ModelVersion(ConfigModel):
     )
     replicas: Annotated[int, Field(ge=0, le=1000)] | None = Field(
         default=None, description="Overrides the model's replicas for this version."
+    )
+    autoscaling: VersionAutoscaling | None = Field(
+        default=None,
+        description="{minReplicas, maxReplicas}: this version's own bounds within the model's autoscaling "
+        "(a canary's or a shadow's floor below the primary's); the model's targets apply.",
     )
     image: PinnedImage | None = Field(default=None, description="Overrides the runtime's image for this version.")
     resources: Resources | None = Field(
@@ -216,7 +221,9 @@ class ModelSpecBase(ConfigModel):
         "whole NPU) or {type, mode, count, ...}; runtimes mindie, vllm and custom.",
     )
     autoscaling: AutoscalingSpec = Field(
-        default=AutoscalingSpec(), description="Scales every version between minReplicas and maxReplicas."
+        default=AutoscalingSpec(),
+        description="Scales each version between minReplicas and maxReplicas (a shadow from 1, or 0 where the "
+        "model sleeps; a version may set its own bounds within these: versions[].autoscaling).",
     )
     transformer: TransformerSpec | None = Field(
         default=None, description="A pre/post-processing container in front of the server, in the same pod."
@@ -361,7 +368,35 @@ class ModelSpecBase(ConfigModel):
                             "from the versions, so a `model` field never reads as a version",
                         )
                     )
-        return problems + self.lora_problems()
+        return problems + self._adapters_across_versions() + self.lora_problems()
+
+    def _adapters_across_versions(self) -> list[tuple[str, str]]:
+        """Every adapter a version that takes traffic (weight above 0) serves must be served by every
+        such version and by every shadow: requests reach a version by the weights (and a shadow by
+        its mirror) whatever adapter they name, and one without it answers 404 (vLLM) or 400 (SGLang).
+        A version at weight 0 takes no requests, so it may lack them until it is given a weight."""
+        serving = [version for version in self.versions if version.weight]
+        needed = list(dict.fromkeys(adapter.name for version in serving for adapter in version.adapters))
+        problems = []
+        for index, version in enumerate(self.versions):
+            if version.weight == 0:
+                continue
+            own = {adapter.name for adapter in version.adapters}
+            lacking = [name for name in needed if name not in own]
+            if not lacking:
+                continue
+            by = {name: [v.name for v in serving if any(a.name == name for a in v.adapters)] for name in lacking}
+            what = "; ".join(f"'{name}' (served by {', '.join(by[name])})" for name in lacking)
+            role = "a shadow, it gets copies of" if version.mirror_percent is not None else "it takes its share of"
+            problems.append(
+                (
+                    f"versions[{index}].adapters" if version.adapters else f"versions[{index}].name",
+                    f"{version.name} lacks adapter(s) {what}: {role} the model's requests, whatever adapter they "
+                    f"name, and would refuse those requests (vLLM 404, SGLang 400); list the same adapters on "
+                    "every version that takes traffic and every shadow",
+                )
+            )
+        return problems
 
     def lora_problems(self) -> list[tuple[str, str]]:
         """What the engine's LoRA limits say about the versions' adapters (a runtime that serves them)."""
@@ -374,9 +409,10 @@ class ModelSpecBase(ConfigModel):
 
     @property
     def served_adapters(self) -> list[str]:
-        """The adapters the model's live versions serve, by name, in the order they are first listed:
-        what a client reaches through the model's routes (a shadow's only through mirroring)."""
-        names = [adapter.name for version in self.versions if version.is_live for adapter in version.adapters]
+        """The adapters the model's versions that take traffic (weight above 0) serve, by name, in the
+        order they are first listed: what a client reaches through the model's routes (a shadow's only
+        through mirroring, an idle version's not at all)."""
+        names = [adapter.name for version in self.versions if version.weight for adapter in version.adapters]
         return list(dict.fromkeys(names))
 
     def lora_limits(self) -> LoraLimits | None:
@@ -473,7 +509,68 @@ class ModelSpecBase(ConfigModel):
             problems += [
                 (path, "set replicas or autoscaling, not both: autoscaling's bounds decide replicas") for path in fixed
             ]
+        return problems + self._version_bounds_problems()
+
+    def _version_bounds_problems(self) -> list[tuple[str, str]]:
+        """A version's own bounds: within the model's autoscaling, asleep exactly when the model is."""
+        problems = []
+        model = self.autoscaling
+        for index, version in enumerate(self.versions):
+            own = version.autoscaling
+            if own is None:
+                continue
+            path = f"versions[{index}].autoscaling"
+            if "autoscaling" not in self.model_fields_set:
+                problems.append((path, "a version's bounds lie within the model's: set the model's autoscaling"))
+                continue
+            bounds = self.version_autoscaling(version)
+            if own.max_replicas is not None and own.max_replicas > model.max_replicas:
+                problems.append(
+                    (
+                        f"{path}.maxReplicas",
+                        f"{own.max_replicas} is more than the model's maxReplicas ({model.max_replicas})",
+                    )
+                )
+            if own.min_replicas is not None and (own.min_replicas == 0) != model.scales_to_zero:
+                problems.append(
+                    (
+                        f"{path}.minReplicas",
+                        "a model sleeps at zero as a whole (its routes wait on KEDA's interceptor): 0 only where the "
+                        "model's minReplicas is 0, and then 0"
+                        if model.scales_to_zero
+                        else "0 only where the model's minReplicas is 0: a model sleeps at zero as a whole "
+                        "(its routes wait on KEDA's interceptor)",
+                    )
+                )
+            elif bounds.min_replicas > bounds.max_replicas:
+                problems.append(
+                    (
+                        f"{path}.minReplicas",
+                        f"{bounds.min_replicas} is more than this version's maxReplicas ({bounds.max_replicas})",
+                    )
+                )
         return problems
+
+    @property
+    def uses_resource_metrics(self) -> bool:
+        """Some version's autoscaler scales on CPU or memory (metrics.k8s.io)."""
+        return any(self.version_autoscaling(version).uses_resource_metrics for version in self.versions)
+
+    def version_autoscaling(self, version: ModelVersion) -> AutoscalingSpec:
+        """The model's autoscaling with this version's bounds: its own where it sets them; else the
+        model's, but a shadow's floor is 1 (0 where the model sleeps at zero), not the model's, where the
+        model autoscales (a model whose bounds are equal runs that many pods of every version)."""
+        scaling = self.autoscaling
+        floor, ceiling = scaling.min_replicas, scaling.max_replicas
+        if version.mirror_percent is not None and scaling.enabled:
+            floor = min(floor, 1)
+        own = version.autoscaling
+        if own is not None:
+            floor = floor if own.min_replicas is None else own.min_replicas
+            ceiling = ceiling if own.max_replicas is None else own.max_replicas
+        if (floor, ceiling) == (scaling.min_replicas, scaling.max_replicas):
+            return scaling
+        return scaling.model_copy(update={"min_replicas": floor, "max_replicas": ceiling})
 
     def _routing_problems(self) -> list[tuple[str, str]]:
         if self.routing != "inference-pool":
@@ -542,7 +639,7 @@ class ModelSpecBase(ConfigModel):
         if version.replicas is not None:
             return version.replicas
         if "autoscaling" in self.model_fields_set:
-            return self.autoscaling.min_replicas
+            return self.version_autoscaling(version).min_replicas
         return self.replicas
 
     def unnumbered_versions(self, server: str) -> list[tuple[str, str]]:
@@ -567,9 +664,13 @@ class ModelSpecBase(ConfigModel):
             problems.append(("autoscaling.minReplicas", "a multi-node group does not sleep at zero: set 1 or more"))
         if self.transformer is not None:
             problems.append(("transformer", "a multi-node group serves from its leader alone: no transformer"))
-        groups = self.autoscaling.max_replicas if "autoscaling" in self.model_fields_set else self.replicas
 
         def last_pod(version: ModelVersion) -> str:
+            groups = (
+                self.version_autoscaling(version).max_replicas
+                if "autoscaling" in self.model_fields_set
+                else self.replicas
+            )
             last_group = max(groups, version.replicas or 0, 1) - 1
             return f"{self.name}-{version.name}-group-{last_group}-{self.group_size - 1}"
 

@@ -487,7 +487,7 @@ class StackConfig(ConfigModel):
 
     @property
     def installs_metrics_server(self) -> bool:
-        needed = any(model.autoscaling.uses_resource_metrics for model in self.models)
+        needed = any(model.uses_resource_metrics for model in self.models)
         return self.platform.metrics_server.installed(needed)
 
     def _autoscaling_problems(self) -> list[tuple[str, str]]:

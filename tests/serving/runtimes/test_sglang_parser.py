@@ -146,7 +146,8 @@ def lora_qwen(**settings: Any) -> SGLangModel:
             "gpu": "exclusive",
             "versions": [
                 {"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 100, "adapters": adapters},
-                {"name": "v2", "modelUri": "hf://Qwen/Qwen3-8B", "mirrorPercent": 10},
+                # Idle (weight 0): it takes no requests, so it may run without the adapters.
+                {"name": "v2", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 0},
             ],
         }
         | settings

@@ -276,8 +276,9 @@ def lora_llama(**settings: Any) -> VLLMModel:
         "gpu": "exclusive",
         "args": ["--enable-prefix-caching"],
         "versions": [
-            {"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 90, "adapters": adapters},
-            {"name": "v2", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 10},
+            {"name": "v1", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 100, "adapters": adapters},
+            # Idle (weight 0): it takes no requests, so it may run without the adapters.
+            {"name": "v2", "modelUri": "hf://meta-llama/Llama-3.1-8B-Instruct", "weight": 0},
         ],
     } | settings
     return VLLMModel.model_validate({key: value for key, value in model.items() if value is not None})

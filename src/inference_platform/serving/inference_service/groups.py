@@ -103,7 +103,7 @@ def _one_pod_per_node(name: str) -> dict[str, Any]:
 
 def group_count(args: InferenceServiceArgs, version: ModelVersion) -> int:
     """The most groups a version can have: the autoscaler's maximum, or its fixed replicas."""
-    scaling = args.model.autoscaling
+    scaling = args.model.version_autoscaling(version)
     return scaling.max_replicas if scaling.enabled else args.model.fixed_replicas(version)
 
 

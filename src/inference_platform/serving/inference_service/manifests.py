@@ -72,7 +72,10 @@ def download_policy(args: InferenceServiceArgs, version: ModelVersion) -> dict[s
 
 def autoscaler(args: InferenceServiceArgs, version: ModelVersion, pod: dict[str, Any]) -> dict[str, Any]:
     """The version's HPA, or with KEDA its ScaledObject (and what wakes it when it sleeps at zero)."""
-    spec, metadata = args.model.autoscaling, object_metadata(args, version_name(args, version), version)
+    spec, metadata = (
+        args.model.version_autoscaling(version),
+        object_metadata(args, version_name(args, version), version),
+    )
     target = scale_target(args, version)
     if args.keda is None:
         return horizontal_pod_autoscaler(metadata, spec, target)
@@ -99,7 +102,7 @@ def waking_manifests(args: InferenceServiceArgs, version: ModelVersion) -> list[
         object_metadata(args, name, version),
         version_fqdn(args, version),
         port,
-        args.model.autoscaling,
+        args.model.version_autoscaling(version),
         args.model.timeout,
     )
     return [
@@ -182,7 +185,7 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
             pod = workload["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
         objects.append(workload)
         objects.append(version_service(args, version, pod))
-        if args.model.autoscaling.enabled:
+        if args.model.version_autoscaling(version).enabled:
             objects.append(autoscaler(args, version, pod))
         objects += waking_manifests(args, version)
         objects += capture_manifests(args, version)

@@ -247,7 +247,7 @@ def rollout_timeout_seconds(args: InferenceServiceArgs, pod: dict[str, Any]) -> 
 def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan) -> dict[str, Any]:
     name = version_name(args, version)
     spec: dict[str, Any] = {}
-    if not args.model.autoscaling.enabled:
+    if not args.model.version_autoscaling(version).enabled:
         # With an autoscaler, replicas stay unset so Pulumi never fights it over the count.
         spec["replicas"] = args.model.fixed_replicas(version)
     pod = pod_spec(args, version, plan)
@@ -277,7 +277,7 @@ def deployment(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPl
 
 def disruption_budget(args: InferenceServiceArgs, version: ModelVersion) -> dict[str, Any] | None:
     """At most one pod of a version down for voluntary disruptions, when it can have several."""
-    autoscaling = args.model.autoscaling
+    autoscaling = args.model.version_autoscaling(version)
     most = autoscaling.max_replicas if autoscaling.enabled else args.model.fixed_replicas(version)
     if most < 2:
         return None
