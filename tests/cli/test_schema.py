@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from inference_platform.cli.schema import SCHEMA_FILE, stack_file_schema
-from tests.conftest import ROOT, base_config
+from tests.conftest import EXAMPLE_STACKS, ROOT, base_config, full_config, keda_config
 
 
 def validator() -> jsonschema.Draft202012Validator:
@@ -34,10 +34,13 @@ def test_schema_command_prints_the_schema() -> None:
 
 
 def test_stack_files_in_the_repository_match_the_schema() -> None:
-    stack_files = sorted(ROOT.glob("Pulumi.*.yaml"))
-    assert stack_files
+    """Every stack file the render takes: the project's, the examples', the all-features and KEDA stacks."""
+    stack_files = sorted(ROOT.glob("Pulumi.*.yaml")) + sorted(EXAMPLE_STACKS.values())
+    assert len(stack_files) > 2
     for path in stack_files:
         validator().validate(yaml.safe_load(path.read_text()))
+    for config in (full_config(), keda_config()):
+        validator().validate({"config": config})
 
 
 @pytest.mark.parametrize(
