@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -12,7 +14,7 @@ import pytest
 import yaml
 
 from inference_platform.cli.schema import SCHEMA_FILE, stack_file_schema
-from tests.conftest import ROOT, base_config
+from tests.conftest import EXAMPLE_STACKS, ROOT, base_config, full_config, keda_config
 
 
 def validator() -> jsonschema.Draft202012Validator:
@@ -32,10 +34,13 @@ def test_schema_command_prints_the_schema() -> None:
 
 
 def test_stack_files_in_the_repository_match_the_schema() -> None:
-    stack_files = sorted(ROOT.glob("Pulumi.*.yaml"))
-    assert stack_files
+    """Every stack file the render takes: the project's, the examples', the all-features and KEDA stacks."""
+    stack_files = sorted(ROOT.glob("Pulumi.*.yaml")) + sorted(EXAMPLE_STACKS.values())
+    assert len(stack_files) > 2
     for path in stack_files:
         validator().validate(yaml.safe_load(path.read_text()))
+    for config in (full_config(), keda_config()):
+        validator().validate({"config": config})
 
 
 @pytest.mark.parametrize(
@@ -67,3 +72,50 @@ def test_credentials_may_be_encrypted_values() -> None:
     validator().validate({"config": config})
     config["inference-platform:domain"] = {"secure": "v1:abc"}
     assert list(validator().iter_errors({"config": config}))
+
+
+def _patterns(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str):
+                yield value
+            elif key not in ("properties", "$defs", "patternProperties"):
+                yield from _patterns(value)
+            else:
+                yield from (p for item in value.values() for p in _patterns(item))
+                if key == "patternProperties":
+                    yield from value
+    elif isinstance(node, list):
+        for item in node:
+            yield from _patterns(item)
+
+
+def test_patterns_mean_the_same_to_editors() -> None:
+    """Editors run the schema's patterns as ECMA-262 regexes (JavaScript's, with the u flag, as VS
+    Code's YAML extension does); the program's validators and this test's jsonschema as Python's.
+    Each pattern compiles in node and matches exactly the same strings of the corpus of mistakes
+    and controls (tests/cli/test_schema_corpus.py) as Python's re does."""
+    from tests.cli.test_schema_corpus import CORPUS_STRINGS
+
+    patterns = sorted(set(_patterns(stack_file_schema())))
+    samples = sorted(CORPUS_STRINGS)
+    script = (
+        "const {patterns, samples} = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "console.log(JSON.stringify(patterns.map(p => samples.map(s => new RegExp(p, 'u').test(s)))));"
+    )
+    done = subprocess.run(
+        ["node", "-e", script],
+        input=json.dumps({"patterns": patterns, "samples": samples}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    in_node = json.loads(done.stdout)
+    differences = [
+        (pattern, sample)
+        for pattern, matches in zip(patterns, in_node, strict=True)
+        for sample, matched in zip(samples, matches, strict=True)
+        if matched != bool(re.search(pattern, sample))
+    ]
+    assert len(patterns) > 10
+    assert differences == []

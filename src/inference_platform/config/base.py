@@ -105,6 +105,30 @@ def config_problems(problems: list[tuple[str, str]]) -> PydanticCustomError:
     return PydanticCustomError("config_problem", "{summary}", {"summary": summary, "problems": problems})
 
 
+class SchemaRule:
+    """JSON Schema keywords a constrained type's schema carries beside what pydantic generates
+    (`python -m infra schema`, for editors): the validator's own rule, where JSON Schema can say
+    it. Patterns are written once, as the validator's regex constant (`ecma_pattern`)."""
+
+    def __init__(self, **keywords: Any) -> None:
+        self.keywords = keywords
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
+        return {**handler(core_schema), **self.keywords}
+
+
+def ecma_pattern(pattern: re.Pattern[str] | str) -> str:
+    """A regex constant as a JSON Schema pattern (ECMA-262): named groups become plain groups."""
+    text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+    text = text.replace(r"\A", "^").replace(r"\Z", "$")
+    return re.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(?:", text)
+
+
+def _inner(pattern: re.Pattern[str]) -> str:
+    """A full-match pattern without its anchors, to compose into another."""
+    return ecma_pattern(pattern).removeprefix("^").removesuffix("$")
+
+
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -121,6 +145,35 @@ _PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-
 _IMAGE = re.compile(
     rf"^(?P<name>{_REGISTRY}?{_PATH})(?::(?P<tag>[\w][\w.-]{{0,127}}))?"
     r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$"
+)
+
+# What the validators check, as JSON Schema says it (SchemaRule). Not said: a duration's day
+# limit, a label key's 63-character name part, an image name's 255 characters.
+DNS1123_LABEL_RULE = SchemaRule(pattern=ecma_pattern(_DNS1123_LABEL), maxLength=63)
+DNS1035_LABEL_RULE = SchemaRule(pattern=ecma_pattern(_DNS1035_LABEL), maxLength=63)
+DNS1123_SUBDOMAIN_RULE = SchemaRule(
+    pattern=ecma_pattern(_DNS1123_SUBDOMAIN), maxLength=253, **{"not": {"pattern": "[^.]{64}"}}
+)
+QUANTITY_RULE = SchemaRule(
+    anyOf=[
+        {"type": "string", "pattern": ecma_pattern(_QUANTITY)},
+        {"type": "integer", "minimum": 0},
+        {"type": "number", "minimum": 0},
+    ]
+)
+LABELS_RULE = SchemaRule(
+    propertyNames={
+        "pattern": f"^({_inner(_DNS1123_SUBDOMAIN)}/)?{_inner(_LABEL_NAME)}$",
+        # A name (after the prefix's '/') of at most 63 characters, a prefix of at most 253.
+        "not": {"anyOf": [{"pattern": "[^/]{64}$"}, {"pattern": "^[^/]{254,}/"}]},
+    },
+    additionalProperties={"type": "string", "maxLength": 63, "pattern": f"^({_inner(_LABEL_NAME)})?$"},
+)
+DURATION_RULE = SchemaRule(pattern=ecma_pattern(_DURATION))
+PINNED_IMAGE_RULE = SchemaRule(
+    pattern=ecma_pattern(_IMAGE),
+    # Pinned: a digest, or a tag (after the last '/') other than latest.
+    anyOf=[{"pattern": "@"}, {"pattern": ":[^/:@]+$", "not": {"pattern": ":latest$"}}],
 )
 
 
@@ -271,23 +324,23 @@ def quantity_sum(values: list[str]) -> str:
     return str(math.ceil(total))
 
 
-DNS1123Label = Annotated[str, AfterValidator(check_dns1123_label)]
+DNS1123Label = Annotated[str, AfterValidator(check_dns1123_label), DNS1123_LABEL_RULE]
 """Names of most Kubernetes objects and label values: lowercase alphanumerics and '-'."""
 
-DNS1035Label = Annotated[str, AfterValidator(check_dns1035_label)]
+DNS1035Label = Annotated[str, AfterValidator(check_dns1035_label), DNS1035_LABEL_RULE]
 """Service names: a DNS-1123 label that starts with a letter."""
 
-DNSSubdomain = Annotated[str, AfterValidator(check_dns1123_subdomain)]
+DNSSubdomain = Annotated[str, AfterValidator(check_dns1123_subdomain), DNS1123_SUBDOMAIN_RULE]
 
-Quantity = Annotated[str | int | float, AfterValidator(check_quantity)]
+Quantity = Annotated[str | int | float, AfterValidator(check_quantity), QUANTITY_RULE]
 """A Kubernetes resource quantity, kept as the string the API server will see."""
 
-Duration = Annotated[str, AfterValidator(check_duration)]
+Duration = Annotated[str, AfterValidator(check_duration), DURATION_RULE]
 
-Labels = Annotated[dict[str, str], AfterValidator(check_labels)]
+Labels = Annotated[dict[str, str], AfterValidator(check_labels), LABELS_RULE]
 """Kubernetes labels (or a label selector's matchLabels)."""
 
-PinnedImage = Annotated[str, AfterValidator(check_pinned_image)]
+PinnedImage = Annotated[str, AfterValidator(check_pinned_image), PINNED_IMAGE_RULE]
 """A container image by tag (not latest) or digest: what runs must be what was reviewed."""
 
 Percent = Annotated[float, Field(gt=0, le=100)]

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import pulumi
 from pydantic import AfterValidator, Field
 
-from inference_platform.config.base import ConfigModel
+from inference_platform.config.base import ConfigModel, SchemaRule
 from inference_platform.kube import register
 
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -35,7 +35,17 @@ def _cidr(value: str) -> str:
         raise ValueError(f"not a CIDR block: {error}") from None
 
 
-Cidr = Annotated[str, AfterValidator(_cidr)]
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+CIDR_RULE = SchemaRule(
+    anyOf=[
+        {"pattern": rf"^({_OCTET}\.){{3}}{_OCTET}(/(3[0-2]|[0-2]?[0-9]))?$"},
+        {"pattern": r"^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(/[0-9]{1,3})?$"},
+    ]
+)
+"""An IPv4 or IPv6 address or CIDR block, for editors (JSON Schema); the validators parse them with
+ipaddress, which also checks what a pattern does not: an IPv6 address's groups, a prefix's host bits."""
+
+Cidr = Annotated[str, AfterValidator(_cidr), CIDR_RULE]
 
 
 class AddressRange(ConfigModel):

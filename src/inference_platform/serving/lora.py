@@ -16,7 +16,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from inference_platform.config.base import ConfigModel, Quantity, check_dns1123_label
+from inference_platform.config.base import DNS1123_LABEL_RULE, ConfigModel, Quantity, SchemaRule, check_dns1123_label
 from inference_platform.serving.model_storage import ExtraFiles, ModelUri
 
 ADAPTER_DIR = "/mnt/adapters"
@@ -45,7 +45,9 @@ def check_adapter_name(value: str) -> str:
     return value
 
 
-AdapterName = Annotated[str, AfterValidator(check_adapter_name)]
+AdapterName = Annotated[
+    str, AfterValidator(check_adapter_name), SchemaRule(**DNS1123_LABEL_RULE.keywords | {"maxLength": MAX_NAME_LENGTH})
+]
 
 
 class LoraAdapter(ConfigModel):

@@ -22,8 +22,10 @@ from pydantic_core import PydanticCustomError
 
 from inference_platform import pins
 from inference_platform.config.base import (
+    DNS1123_SUBDOMAIN_RULE,
     ConfigModel,
     DNS1123Label,
+    SchemaRule,
     check_dns1123_subdomain,
     config_problems,
     quantity_sum,
@@ -74,7 +76,36 @@ def check_model_uri(value: str) -> str:
     return value
 
 
-ModelUri = Annotated[str, AfterValidator(check_model_uri)]
+def _any_case(scheme: str) -> str:
+    """A scheme as a pattern that takes it in any case, as urlsplit does."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in scheme)
+
+
+def _uri_pattern(schemes: Sequence[str], rest: str) -> str:
+    return f"^({'|'.join(_any_case(s) for s in schemes)})://{rest}"
+
+
+_SUBDOMAIN = str(DNS1123_SUBDOMAIN_RULE.keywords["pattern"]).removeprefix("^").removesuffix("$")
+# check_model_uri's rules, for editors (JSON Schema): each scheme's shape, and no '..' in the path.
+# Not said: a claim's 253 characters, and a Hugging Face revision's shape (past hf://<owner>/<model>).
+MODEL_URI_RULE = SchemaRule(
+    anyOf=[
+        {"pattern": _uri_pattern(MOUNTED_SCHEMES, rf"{_SUBDOMAIN}/[^?#]*[^/?#][^?#]*\??#?$")},
+        {"pattern": _uri_pattern(("s3", "gs"), "[^/?#]+")},
+        {"pattern": _uri_pattern(("http", "https"), "[^/?#]+/[^?#]*[^/?#]")},
+        {"pattern": _uri_pattern(("hf",), "[^/?#]+/[^/?#]")},
+    ],
+    **{
+        "not": {
+            "anyOf": [
+                {"pattern": r"^[^:]+://[^/?#]*/([^?#]*/)?\.\.(/|[?#]|$)"},
+                {"pattern": _uri_pattern(MOUNTED_SCHEMES, r"([^/?#]*\.)?[^/?#.]{64}")},
+            ]
+        }
+    },
+)
+
+ModelUri = Annotated[str, AfterValidator(check_model_uri), MODEL_URI_RULE]
 
 
 def is_downloaded(model_uri: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, model_validator
 
 from inference_platform.config.base import ConfigModel, Duration, config_problems
+from inference_platform.platform.network import CIDR_RULE
 from inference_platform.serving.envoy_filter import HTTP_CONNECTION_MANAGER, inbound_http_filter
 
 # Envoy's local rate limit, configured through Istio's untyped wrapper.
@@ -30,7 +31,7 @@ def _cidr(value: str) -> str:
         raise ValueError(f"{value!r} is not an IP address or CIDR block (10.0.0.0/8, 2001:db8::/32)") from None
 
 
-Cidr = Annotated[str, AfterValidator(_cidr)]
+Cidr = Annotated[str, AfterValidator(_cidr), CIDR_RULE]
 HeaderName = Annotated[str, Field(pattern=r"^[a-z0-9!#$%&'*+.^_`|~-]+$", max_length=256)]
 
 
