@@ -59,6 +59,8 @@ def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig, di
     files = {stack: (path, text)}
     shards: dict[str, dict[str, Any]] = {}
     missing = []
+    unreadable: list[Problem] = []
+    """Every shard file's own problems (not YAML, a key given twice...), all of them at once."""
     for index, name in enumerate(names if isinstance(names, list) else []):
         shard_path = path.parent / f"Pulumi.{name}.yaml"
         if not isinstance(name, str) or not shard_path.is_file():
@@ -70,11 +72,16 @@ def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig, di
                 )
             )
             continue
+        try:
+            shard_file = read_stack_file(shard_path)
+        except ConfigError as error:
+            unreadable += error.problems
+            continue
         files[name] = (shard_path, read_stack_text(shard_path))
-        shards[name] = project_values(read_stack_file(shard_path).config)
+        shards[name] = project_values(shard_file.config)
     try:
-        if missing:
-            raise ConfigError(missing)
+        if missing or unreadable:
+            raise ConfigError([*missing, *unreadable])
         config, views = fleet.environment(stack, values, shards)
     except ConfigError as error:
         raise in_files(error, files, stack) from None
