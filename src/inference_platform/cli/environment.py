@@ -18,7 +18,7 @@ from inference_platform.cli.render import STACK_DIR_ENV, run_program
 from inference_platform.cli.stack_file import StackFile, read_stack_file, read_stack_text
 from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.stack import fleet
-from inference_platform.stack.config import StackConfig, decode_value, project_values
+from inference_platform.stack.config import PROJECT, StackConfig, decode_value, project_values
 
 
 def stack_path(stack: str, directory: Path | None = None) -> Path:
@@ -96,7 +96,8 @@ def read_shard(path: Path, stack: str, platform_outputs: Mapping[str, Any]) -> t
     values = project_values(stack_file.config)
     reference = str(decode_value(values.get(fleet.PLATFORM_STACK_KEY)))
     try:
-        facts = fleet.read_facts(stack, platform_outputs, reference)
+        # The offline render runs a shard in this project only (its keys are this project's).
+        facts = fleet.read_facts(stack, platform_outputs, reference, PROJECT)
         config = fleet.shard_config(stack, values, facts)
     except ConfigError as error:
         raise in_file(error, path, text) from None
