@@ -376,19 +376,31 @@ def test_a_shard_refuses_the_render_of_another_platform_at_its_platform_stack_ke
     )
 
 
-def test_a_shard_refuses_a_platform_stack_of_another_project(tmp_path: Path, capsys: Any) -> None:
+def test_a_platform_stack_of_another_project_is_refused_by_every_reader(tmp_path: Path, capsys: Any) -> None:
+    """acme/another-project/env ends in env, the platform stack beside it, but is another project's:
+    the platform stack, the shard on its platform's render and `stacks` refuse it at the key."""
+    reference = f"acme/another-project/{PLATFORM}"
+
     def elsewhere(values: dict[str, Any]) -> dict[str, Any]:
-        return values | {f"{PREFIX}{fleet.PLATFORM_STACK_KEY}": f"acme/another-project/{PLATFORM}"}
+        return values | {f"{PREFIX}{fleet.PLATFORM_STACK_KEY}": reference}
 
     paths = write(tmp_path / "stacks", fleet_files(env_a=elsewhere))
-    assert render(PLATFORM, paths[PLATFORM], tmp_path / "out") == 0  # its last part names env
-
-    (line,) = problems(capsys, render("env-a", paths["env-a"], tmp_path / "out"), tmp_path / "out" / "env-a")
-    assert line == (
-        f"{paths['env-a']}:2:3: platformStack: acme/another-project/env names a stack of the project "
-        "'another-project', but this is the project 'inference-platform': a shard's platform stack is of its "
-        "own project (<org>/inference-platform/<stack>)"
+    why = (
+        f"{reference} names a stack of the project 'another-project', but this is the project "
+        "'inference-platform': a shard's platform stack is of its own project (<org>/inference-platform/<stack>)"
     )
+    (line,) = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
+    assert line == f"{paths['env-a']}:2:3: platformStack: {why}"
+
+    write(tmp_path / "stacks", fleet_files())
+    assert render(PLATFORM, paths[PLATFORM], tmp_path / "out") == 0
+    write(tmp_path / "stacks", fleet_files(env_a=elsewhere))
+    (line,) = problems(capsys, render("env-a", paths["env-a"], tmp_path / "out"), tmp_path / "out" / "env-a")
+    assert line == f"{paths['env-a']}:2:3: platformStack: {why}"
+
+    (tmp_path / "stacks" / "Pulumi.yaml").write_text("name: inference-platform\nruntime: python\n", encoding="utf-8")
+    assert main(["stacks", "--root", str(tmp_path / "stacks"), "--all"]) == 2
+    assert f"  {paths['env-a']}:2:3: platformStack: {why}" in capsys.readouterr().err.splitlines()
 
 
 def test_a_named_platform_render_that_is_not_one_says_what_to_render(tmp_path: Path, capsys: Any) -> None:
