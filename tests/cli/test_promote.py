@@ -573,3 +573,67 @@ def test_a_canary_without_the_models_adapter_is_refused(tmp_path: Path, capsys: 
     assert f"{path}:" in err
     assert "models[0] (llama).versions[1] (v3).name: v3 lacks adapter(s) 'support' (served by v2)" in err
     assert path.read_bytes() == before
+
+
+# What a model's last version may end in: where ruamel hangs the lines after it differs with each
+# (on the last scalar's entry, on a `|` string's own line, at the end of a list whose last value is
+# empty), and the next model's heading must stay above the next model whatever it is.
+LAST_VERSION_ENDS = {
+    "adapters": "          adapters:\n            - name: support\n              uri: hf://acme/support\n",
+    "adapters, flow": "          adapters: [{name: support, uri: hf://acme/support}]\n",
+    "env with nested mappings": (
+        "          env:\n            - name: TOKEN\n              valueFrom:\n"
+        "                secretKeyRef: {name: s, key: k}\n"
+    ),
+    "nested mapping": "          resources:\n            limits:\n              cpu: 1\n",
+    "a | string in a list": "          args:\n            - |\n              --x\n",
+    "an empty last value": "          adapters:\n            - name: support\n              uri:\n",
+    "its own comment inside": (
+        "          adapters:\n            - name: support\n              uri: hf://acme/support\n"
+        "            # more adapters soon\n"
+    ),
+}
+LAST_VERSION_HEAD = """\
+config:
+  inference-platform:domain: models.example.com
+  inference-platform:models:
+    - name: chat
+      runtime: vllm
+      versions:
+        - name: v1
+          modelUri: hf://Qwen/Qwen3-8B
+          weight: 90
+        - name: v2
+          modelUri: hf://Qwen/Qwen3-8B
+          mirrorPercent: 10
+"""
+NEXT_MODEL = """\
+
+    # The next model's heading.
+    - name: iris
+      runtime: mlserver
+      versions:
+        - {name: v1, modelUri: "pvc://m/iris", weight: 100}
+"""
+LAST_VERSION_MOVES = {
+    "add a version": Promotion("chat", add_version="v3", model_uri="hf://Qwen/Qwen3-8B"),
+    "the shadow goes live": Promotion("chat", weights={"v1": 90, "v2": 10}),
+    "retire the shadow": Promotion("chat", retire=("v2",)),
+}
+
+
+@pytest.mark.parametrize("end", LAST_VERSION_ENDS.values(), ids=LAST_VERSION_ENDS.keys())
+@pytest.mark.parametrize("last", [False, True], ids=["a model follows", "the file's last model"])
+@pytest.mark.parametrize("move", LAST_VERSION_MOVES.values(), ids=LAST_VERSION_MOVES.keys())
+def test_the_comments_after_the_last_version_stay_with_what_follows(end: str, last: bool, move: Promotion) -> None:
+    before = LAST_VERSION_HEAD + end + ("    # The end of the models.\n" if last else NEXT_MODEL)
+
+    after = edit(before, move, Path("Pulumi.x.yaml"))
+
+    assert comments(after) == comments(before)
+    if last:
+        assert after.endswith("\n    # The end of the models.\n")
+    else:
+        assert "\n\n    # The next model's heading.\n    - name: iris\n" in after
+    if move.add_version:  # the new version right after the last, its own lines before the heading
+        assert "          weight: 0\n" + ("    # The end" if last else "\n    # The next") in after

@@ -167,7 +167,7 @@ def test_a_shard_reads_its_platform_stack_through_a_stack_reference(renders: Pat
     facts = fleet.PlatformFacts.model_validate_json(platform_outputs[fleet.FACTS_OUTPUT])
     # A platform stack deployed when the facts were a mapping reads the same.
     as_mapping = {fleet.FACTS_OUTPUT: facts.model_dump(mode="json", by_alias=True)}
-    assert fleet.read_facts("env-a", as_mapping, "acme/inference-platform/env") == facts
+    assert fleet.read_facts("env-a", as_mapping, "acme/inference-platform/env", "inference-platform") == facts
     assert facts.shards == list(SHARDS)
     assert {entry.stack for entry in facts.directory.values()} == set(SHARDS)
     # No secret leaves the platform stack.
@@ -350,6 +350,57 @@ def test_a_shard_without_its_platform_stacks_render_renders_its_outputs_first(tm
     assert "note: no render" not in capsys.readouterr().err
     for name in (MANIFESTS, OUTPUTS):
         assert (tmp_path / "alone" / "env-a" / name).read_bytes() == (tmp_path / "out" / "env-a" / name).read_bytes()
+
+
+def test_a_shard_refuses_the_render_of_another_platform_at_its_platform_stack_key(tmp_path: Path, capsys: Any) -> None:
+    """The platform stack `other` lists a shard env-a too (its own copy of the files): its render is
+    a platform's render holding env-a, but not of the platform env-a's platformStack names."""
+    paths = write(tmp_path / "stacks", fleet_files())
+    renamed = {
+        "other" if stack == PLATFORM else stack: {
+            key: "acme/inference-platform/other" if key.endswith(fleet.PLATFORM_STACK_KEY) else value
+            for key, value in values.items()
+        }
+        for stack, values in fleet_files().items()
+    }
+    others = write(tmp_path / "other-stacks", renamed)
+    assert render("other", others["other"], tmp_path / "out") == 0
+    out = tmp_path / "out" / "env-a"
+
+    code = render("env-a", paths["env-a"], tmp_path / "out", "--platform-render", str(tmp_path / "out" / "other"))
+
+    (line,) = problems(capsys, code, out)
+    assert line == (
+        f"{paths['env-a']}:2:3: platformStack: acme/inference-platform/env names the platform stack 'env', "
+        "but the outputs read for it are the platform stack 'other''s (a render of another platform?)"
+    )
+
+
+def test_a_platform_stack_of_another_project_is_refused_by_every_reader(tmp_path: Path, capsys: Any) -> None:
+    """acme/another-project/env ends in env, the platform stack beside it, but is another project's:
+    the platform stack, the shard on its platform's render and `stacks` refuse it at the key."""
+    reference = f"acme/another-project/{PLATFORM}"
+
+    def elsewhere(values: dict[str, Any]) -> dict[str, Any]:
+        return values | {f"{PREFIX}{fleet.PLATFORM_STACK_KEY}": reference}
+
+    paths = write(tmp_path / "stacks", fleet_files(env_a=elsewhere))
+    why = (
+        f"{reference} names a stack of the project 'another-project', but this is the project "
+        "'inference-platform': a shard's platform stack is of its own project (<org>/inference-platform/<stack>)"
+    )
+    (line,) = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
+    assert line == f"{paths['env-a']}:2:3: platformStack: {why}"
+
+    write(tmp_path / "stacks", fleet_files())
+    assert render(PLATFORM, paths[PLATFORM], tmp_path / "out") == 0
+    write(tmp_path / "stacks", fleet_files(env_a=elsewhere))
+    (line,) = problems(capsys, render("env-a", paths["env-a"], tmp_path / "out"), tmp_path / "out" / "env-a")
+    assert line == f"{paths['env-a']}:2:3: platformStack: {why}"
+
+    (tmp_path / "stacks" / "Pulumi.yaml").write_text("name: inference-platform\nruntime: python\n", encoding="utf-8")
+    assert main(["stacks", "--root", str(tmp_path / "stacks"), "--all"]) == 2
+    assert f"  {paths['env-a']}:2:3: platformStack: {why}" in capsys.readouterr().err.splitlines()
 
 
 def test_a_named_platform_render_that_is_not_one_says_what_to_render(tmp_path: Path, capsys: Any) -> None:

@@ -18,7 +18,7 @@ from inference_platform.cli.render import STACK_DIR_ENV, run_program
 from inference_platform.cli.stack_file import StackFile, read_stack_file, read_stack_text
 from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.stack import fleet
-from inference_platform.stack.config import StackConfig, decode_value, project_values
+from inference_platform.stack.config import PROJECT, StackConfig, decode_value, project_values
 
 
 def stack_path(stack: str, directory: Path | None = None) -> Path:
@@ -59,6 +59,8 @@ def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig, di
     files = {stack: (path, text)}
     shards: dict[str, dict[str, Any]] = {}
     missing = []
+    unreadable: list[Problem] = []
+    """Every shard file's own problems (not YAML, a key given twice...), all of them at once."""
     for index, name in enumerate(names if isinstance(names, list) else []):
         shard_path = path.parent / f"Pulumi.{name}.yaml"
         if not isinstance(name, str) or not shard_path.is_file():
@@ -70,11 +72,16 @@ def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig, di
                 )
             )
             continue
+        try:
+            shard_file = read_stack_file(shard_path)
+        except ConfigError as error:
+            unreadable += error.problems
+            continue
         files[name] = (shard_path, read_stack_text(shard_path))
-        shards[name] = project_values(read_stack_file(shard_path).config)
+        shards[name] = project_values(shard_file.config)
     try:
-        if missing:
-            raise ConfigError(missing)
+        if missing or unreadable:
+            raise ConfigError([*missing, *unreadable])
         config, views = fleet.environment(stack, values, shards)
     except ConfigError as error:
         raise in_files(error, files, stack) from None
@@ -89,7 +96,8 @@ def read_shard(path: Path, stack: str, platform_outputs: Mapping[str, Any]) -> t
     values = project_values(stack_file.config)
     reference = str(decode_value(values.get(fleet.PLATFORM_STACK_KEY)))
     try:
-        facts = fleet.read_facts(stack, platform_outputs, reference)
+        # The offline render runs a shard in this project only (its keys are this project's).
+        facts = fleet.read_facts(stack, platform_outputs, reference, PROJECT)
         config = fleet.shard_config(stack, values, facts)
     except ConfigError as error:
         raise in_file(error, path, text) from None

@@ -33,7 +33,12 @@ from inference_platform.cli.environment import (
 from inference_platform.cli.positions import PositionIndex, in_file, parser_stop
 from inference_platform.cli.render import run_program
 from inference_platform.cli.render_files import render_texts, write_render
-from inference_platform.cli.stack_file import read_stack_file, read_stack_text, stack_file_from_document
+from inference_platform.cli.stack_file import (
+    read_stack_file,
+    read_stack_text,
+    refuse_repeated_keys,
+    stack_file_from_document,
+)
 from inference_platform.cli.yaml_edit import append_item, comment_lines, delete_key, remove_item, replace_key, set_key
 from inference_platform.config.errors import ConfigError
 from inference_platform.config.limits import nesting_problem
@@ -274,6 +279,7 @@ def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
             )
         stack, path = found, environment.path(found)
     original = read_stack_text(path)
+    refuse_repeated_keys(original, path)  # as every command does: the round trip would call it invalid YAML
     edited = edit(original, promotion, path)
     with tempfile.TemporaryDirectory(prefix="promote-") as scratch:
         root = Path(scratch)

@@ -15,13 +15,13 @@ from typing import Any
 
 import yaml
 
+from inference_platform.cli import unique_keys
 from inference_platform.cli.positions import in_file, parser_stop
 from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.config.limits import MAX_NESTING, nesting_problem
 from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
 
 MAX_FILE_BYTES = 1024 * 1024
-SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SECRET_PLACEHOLDER = "[secret]"
 
 
@@ -55,18 +55,31 @@ def read_stack_text(path: Path) -> str:
 LIBYAML_MAX_OPENINGS = 10_000
 
 
-def _loader(text: str) -> type[yaml.SafeLoader]:
-    """libyaml's parser where PyYAML has it (its wheels do), several times faster on a fleet's
-    stack file, with the same safe constructors; the pure-Python one for text that could nest
-    deep enough to crash it."""
-    if text.count("[") + text.count("{") >= LIBYAML_MAX_OPENINGS:
-        return yaml.SafeLoader
-    return SAFE_LOADER
+def _fast(text: str) -> bool:
+    """libyaml's parser, several times faster on a fleet's stack file, with the same safe
+    constructors; the pure-Python one for text that could nest deep enough to crash it."""
+    return text.count("[") + text.count("{") < LIBYAML_MAX_OPENINGS
+
+
+def refuse_repeated_keys(text: str, path: Path) -> None:
+    """Refuse (ConfigError) a stack file's text where a mapping gives a key twice, every such key
+    at both places: for a command that reads the file otherwise (promote's round trip) and would
+    refuse it in other words. Text that is not YAML is left to that command's reader."""
+    try:
+        repeated = unique_keys.repeated_keys(text, path, _fast(text))
+    except (yaml.YAMLError, RecursionError):
+        return
+    if repeated:
+        raise ConfigError(repeated)
 
 
 def _load_yaml(text: str, path: Path) -> Any:
+    """The document of a stack file's text; refused (ConfigError) when it is not YAML, or when a
+    mapping gives a key twice (every such key, at both places)."""
+    fast = _fast(text)
     try:
-        return yaml.load(text, Loader=_loader(text))
+        document, shorter = unique_keys.load(text, fast)
+        repeated = unique_keys.repeated_keys(text, path, fast) if shorter else []
     except yaml.MarkedYAMLError as error:
         position, reason = parser_stop(path, error)
         raise ConfigError([Problem("", f"not valid YAML: {reason}", position=position)]) from None
@@ -74,6 +87,9 @@ def _load_yaml(text: str, path: Path) -> Any:
         raise _fail(path, f"is not valid YAML: {error}") from None
     except RecursionError:
         raise _fail(path, f"nests values more than {MAX_NESTING} levels deep; refusing to read it") from None
+    if repeated:
+        raise ConfigError(repeated)
+    return document
 
 
 def _is_secure(value: Any) -> bool:

@@ -48,6 +48,7 @@ from inference_platform.stack.fleet import (
     PLATFORM_STACK_KEY,
     SHARDS_KEY,
     StackKind,
+    foreign_project,
     platform_stack_name,
     stack_kind,
 )
@@ -113,6 +114,10 @@ def _read_stack(root: Path, name: str) -> tuple[Stack, list[Problem]]:
         if not isinstance(reference, str) or not platform_stack_name(reference):
             message = "must name the platform stack as a StackReference does: <organization>/<project>/<stack>"
             problems.append(_problem_at(PLATFORM_STACK_KEY, None, message))
+            return Stack(name, path, kind), problems
+        foreign = foreign_project(reference, PROJECT)
+        if foreign is not None:
+            problems.append(_problem_at(PLATFORM_STACK_KEY, None, foreign))
             return Stack(name, path, kind), problems
         return Stack(name, path, kind, platform=platform_stack_name(reference)), problems
     if kind == "platform":

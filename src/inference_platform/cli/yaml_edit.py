@@ -17,6 +17,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark
+from ruamel.yaml.scalarstring import FoldedScalarString, LiteralScalarString
 from ruamel.yaml.tokens import CommentToken
 
 Container = CommentedMap | CommentedSeq
@@ -59,10 +60,18 @@ def _set_comment(slot: Slot, token: CommentToken | None) -> None:
     entry[_post(container)] = token
 
 
-def _split(token: CommentToken | None) -> tuple[str, str]:
+def _block_scalar(slot: Slot) -> bool:
+    """A `|` or `>` string: nothing follows it on its line, and its comment starts on a line of its own."""
+    container, key = slot
+    return isinstance(container[key], LiteralScalarString | FoldedScalarString)
+
+
+def _split(token: CommentToken | None, slot: Slot) -> tuple[str, str]:
     """A value's comment as (the comment on its own line, the lines after it), each with its newline."""
     if token is None:
         return "", ""
+    if _block_scalar(slot):
+        return "", " " * token.column + token.value
     eol, _, rest = token.value.partition("\n")
     return eol, rest
 
@@ -79,6 +88,10 @@ def _append_lines(slot: Slot, lines: str) -> None:
     token.value = (value if value.endswith("\n") else value + "\n") + lines
 
 
+def _outside(line: str, outside: int) -> bool:
+    return bool(line.strip()) and len(line) - len(line.lstrip(" ")) < outside
+
+
 def _take_following(slot: Slot | None, outside: int = 0) -> str:
     """Detach the comment lines that follow an entry, from the first one indented less than
     `outside` on (with the blank lines before it): the lines that belong to what comes after the
@@ -86,21 +99,64 @@ def _take_following(slot: Slot | None, outside: int = 0) -> str:
     if slot is None:
         return ""
     token = _comment(slot)
-    eol, rest = _split(token)
+    eol, rest = _split(token, slot)
     lines = rest.splitlines(keepends=True)
-    start = next(
-        (i for i, line in enumerate(lines) if line.strip() and len(line) - len(line.lstrip(" ")) < outside), None
-    )
+    start = next((i for i, line in enumerate(lines) if _outside(line, outside)), None)
     if token is None or start is None:
         return ""
     while start > 0 and not lines[start - 1].strip():
         start -= 1
     kept = "".join(lines[:start])
-    if eol or kept:
+    if _block_scalar(slot) and kept:
+        token.value = kept.lstrip(" ")  # the first kept line is the token's own, at its column
+    elif eol or kept:
         token.value = eol + "\n" + kept
     else:
         _set_comment(slot, None)
     return "".join(lines[start:])
+
+
+def _rightmost(node: Any) -> list[Container]:
+    """The block containers from `node` down to its last value, outermost first."""
+    path: list[Container] = []
+    while _block(node):
+        path.append(node)
+        node = node[list(node)[-1] if isinstance(node, CommentedMap) else len(node) - 1]
+    return path
+
+
+def _take_ends(container: Container, outside: int) -> str:
+    """Detach the comment lines a container holds after its last entry (ruamel keeps them there
+    when its last value is empty), from the first one indented less than `outside` on."""
+    tokens = [token for token in container.ca.end or [] if isinstance(token, CommentToken)]
+    start = next((i for i, token in enumerate(tokens) if token.column < outside and token.value.strip()), None)
+    if start is None:
+        return ""
+    while start > 0 and not tokens[start - 1].value.strip():  # blank lines of their own before it
+        start -= 1
+    blank = ""
+    if start > 0:  # the blank lines before the first line taken that end the token before it
+        before = tokens[start - 1]
+        kept = before.value.rstrip("\n") + "\n"
+        blank, before.value = before.value[len(kept) :], kept
+    container.ca.end = tokens[:start]
+    return blank + "".join(" " * token.column + token.value for token in tokens[start:])
+
+
+def _take_after(node: Any, outside: int) -> str:
+    """Detach the comment lines after a block node that belong to what follows it (indented less
+    than `outside`), wherever ruamel hung them: on its last value's entry, or at the end of a
+    container on the way to it (innermost first). Every line after the first such one goes with it."""
+    taken = _take_following(tail(node), outside)
+    for container in reversed(_rightmost(node)):
+        taken += _take_all_ends(container) if taken else _take_ends(container, outside)
+    return taken
+
+
+def _take_all_ends(container: Container) -> str:
+    tokens = [token for token in container.ca.end or [] if isinstance(token, CommentToken)]
+    container.ca.end = []
+    return "".join(" " * token.column + token.value for token in tokens)
 
 
 def _column(node: Any) -> int:
@@ -126,10 +182,10 @@ def delete_key(mapping: CommentedMap, key: str) -> None:
     keys = list(mapping)
     position = keys.index(key)
     slot: Slot = (mapping, key)
-    following = _take_following(tail(mapping[key]) if _block(mapping[key]) else slot, sys.maxsize)
+    following = _take_after(mapping[key], sys.maxsize) if _block(mapping[key]) else _take_following(slot, sys.maxsize)
     column = _column(mapping)
     lines = "".join(" " * column + line + "\n" for line in comment_lines(mapping[key]))
-    eol, _ = _split(_comment(slot))
+    eol, _ = _split(_comment(slot), slot)
     lines = (" " * column + eol.strip() + "\n" if eol.strip() else "") + lines + following
     del mapping[key]
     mapping.ca.items.pop(key, None)
@@ -157,7 +213,7 @@ def set_key(mapping: CommentedMap, key: str, value: Any) -> None:
     if key in mapping:
         mapping[key] = value
         return
-    following = _take_following(tail(mapping), _column(mapping))
+    following = _take_after(mapping, _column(mapping))
     mapping.ca.items.pop(key, None)  # a stale entry of a key deleted before
     mapping[key] = value
     new = tail(mapping)
@@ -167,7 +223,7 @@ def set_key(mapping: CommentedMap, key: str, value: Any) -> None:
 
 def append_item(sequence: CommentedSeq, item: Any) -> None:
     """Append an item; the lines that followed the sequence's last item now follow the new one."""
-    following = _take_following(tail(sequence), _column(sequence) + 1)
+    following = _take_after(sequence, _column(sequence) + 1)
     sequence.append(item)
     new = tail(sequence)
     if new is not None:
@@ -214,7 +270,7 @@ def remove_item(sequence: CommentedSeq, index: int) -> None:
     """Remove an item; its comments, and the lines that followed it, stay where it was."""
     item = sequence[index]
     column = _column(sequence)
-    following = _take_following(tail(item), sys.maxsize)
+    following = _take_after(item, sys.maxsize)
     lines = "".join(" " * column + line + "\n" for line in comment_lines(item)) + following
     del sequence[index]
     if not lines:

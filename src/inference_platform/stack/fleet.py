@@ -34,7 +34,13 @@ from inference_platform.serving.access import Workload
 from inference_platform.serving.inference_service.routing import mesh_route_name
 from inference_platform.serving.model_namespace import PART_OF_LABELS
 from inference_platform.stack import network, platform_components, serving_layer
-from inference_platform.stack.config import StackConfig, decode_value, decode_within_limits, parse_stack_config
+from inference_platform.stack.config import (
+    PROJECT,
+    StackConfig,
+    decode_value,
+    decode_within_limits,
+    parse_stack_config,
+)
 from inference_platform.stack.elsewhere import Elsewhere, Neighbour, Usage, beside
 from inference_platform.stack.platform_layer import deploy_platform
 
@@ -378,6 +384,8 @@ def environment(
                     f"names {reference!r}, but the platform stack {stack} lists this stack as its shard",
                 )
             )
+        elif (foreign := foreign_project(reference, PROJECT)) is not None:
+            problems.append(_problem(name, (PLATFORM_STACK_KEY,), foreign))
         problems += [
             _problem(name, (key,), f"belongs to the platform stack {stack}: a shard holds models and pipelines only")
             for key in shard
@@ -468,18 +476,51 @@ def shard_config(stack: str, values: Mapping[str, Any], facts: PlatformFacts) ->
     return config
 
 
-def read_facts(stack: str, outputs: Any, reference: str) -> PlatformFacts:
-    """A platform stack's exported facts, from its outputs; ConfigError at `platformStack` when the
-    stack referred to is not a platform stack (no facts, or facts of another shape)."""
+def foreign_project(reference: str, project: str) -> str | None:
+    """Why a shard of `project` cannot read the platform stack `reference` (<org>/<project>/<stack>,
+    or a bare stack name) names, when that is another project's stack; None when it is not."""
+    parts = reference.split("/")
+    if len(parts) == 3 and parts[1] != project:
+        return (
+            f"{reference} names a stack of the project {parts[1]!r}, but this is the project {project!r}: "
+            f"a shard's platform stack is of its own project (<org>/{project}/<stack>)"
+        )
+    return None
+
+
+def _reference_problem(reference: str, project: str, facts: PlatformFacts) -> str | None:
+    """What is wrong with reading `facts` for a shard of `project` whose platformStack is
+    `reference`, if anything: the reference names another project's stack, or the facts are
+    another platform stack's (a render of another platform)."""
+    named = platform_stack_name(reference)
+    foreign = foreign_project(reference, project)
+    if foreign is not None:
+        return foreign
+    if facts.stack != named:
+        return (
+            f"{reference} names the platform stack {named!r}, but the outputs read for it are the platform "
+            f"stack {facts.stack!r}'s (a render of another platform?)"
+        )
+    return None
+
+
+def read_facts(stack: str, outputs: Any, reference: str, project: str) -> PlatformFacts:
+    """A platform stack's exported facts, from its outputs, for a shard of `project`; ConfigError at
+    `platformStack` when the stack referred to is not a platform stack (no facts, or facts of
+    another shape), or not the one the outputs are of, or of another project."""
     raw = outputs.get(FACTS_OUTPUT) if isinstance(outputs, Mapping) else None
     try:
         if raw is None:
             raise ValueError(f"no {FACTS_OUTPUT} output")
         # A JSON document; a platform stack deployed before it was one exported the same as a mapping.
-        return PlatformFacts.model_validate_json(raw) if isinstance(raw, str) else PlatformFacts.model_validate(raw)
+        facts = PlatformFacts.model_validate_json(raw) if isinstance(raw, str) else PlatformFacts.model_validate(raw)
     except (ValueError, ValidationError):
         message = (
             f"{reference} is not a platform stack: its outputs have no {FACTS_OUTPUT} (a one-stack environment, "
             "another project's stack, or a platform stack not deployed yet)"
         )
         raise ConfigError([Problem(PLATFORM_STACK_KEY, message, (PLATFORM_STACK_KEY,))]) from None
+    problem = _reference_problem(reference, project, facts)
+    if problem is not None:
+        raise ConfigError([Problem(PLATFORM_STACK_KEY, problem, (PLATFORM_STACK_KEY,))])
+    return facts

@@ -63,7 +63,7 @@ def _run_shard(values: Mapping[str, Any]) -> None:
 
     def deploy_shard(outputs: Any) -> dict[str, Any]:
         try:
-            facts = fleet.read_facts(stack, outputs, reference)
+            facts = fleet.read_facts(stack, outputs, reference, pulumi.get_project())
             config = fleet.shard_config(stack, values, facts)
         except ConfigError as error:
             raise _fail(error) from None
