@@ -121,3 +121,8 @@ INFERENCE_EXTENSION_CRDS = ManifestPin(
     "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/v1.4.0/manifests.yaml",
     "inference-extension-v1.4.0.yaml",
 )
+
+# The Pod Security Standards' version every Namespace the program creates is checked against (its
+# pod-security.kubernetes.io/*-version labels): the minor of the default Kubernetes version the
+# render assumes (cli/charts.py), so a newer cluster does not tighten the checks under a running stack.
+POD_SECURITY_VERSION = "v1.33"

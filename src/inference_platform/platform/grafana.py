@@ -12,6 +12,7 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain
 from inference_platform.kube import register
+from inference_platform.platform import pod_security
 from inference_platform.platform.helm import chart, dependencies, merge_values, own_namespace
 
 RELEASE = "grafana"
@@ -178,7 +179,7 @@ class Grafana(pulumi.ComponentResource):
             values = merge_values(values, dashboards_sidecar(args))
         values = merge_values(values, config.values)
         after = dependencies(opts)
-        waits = [*after, *own_namespace(config.namespace, self, create=args.create_namespace)]
+        waits = [*after, *own_namespace(config.namespace, self, pod_security.BASELINE, create=args.create_namespace)]
         secret = {
             "apiVersion": "v1",
             "kind": "Secret",

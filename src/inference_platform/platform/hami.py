@@ -12,6 +12,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.platform import pod_security
 from inference_platform.platform.gpu_nodes import GPU_RESOURCE, GpuNodes
 from inference_platform.platform.helm import merge_values, own_namespace, release
 from inference_platform.platform.npu_nodes import NpuNodes
@@ -181,7 +182,7 @@ class Hami(pulumi.ComponentResource):
         config = args.config
         generated = hami_values(config, args.nodes, args.kubernetes_version, args.npu_nodes)
         values = merge_values(generated, config.values)
-        waits = own_namespace(config.namespace, self)
+        waits = own_namespace(config.namespace, self, pod_security.PRIVILEGED)
         # A new namespace replaces the release; its cluster-scoped objects (the webhook, the
         # scheduler's roles) keep their names, which Helm refuses to a second release: delete first.
         opts = pulumi.ResourceOptions(parent=self, depends_on=waits, delete_before_replace=True)
