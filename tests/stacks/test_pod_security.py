@@ -68,4 +68,4 @@ def test_the_version_pinned_is_the_default_kubernetes_minor() -> None:
     """The pin is a Kubernetes minor the standards name (never `latest`), the one renders assume."""
     match = re.fullmatch(r"(1\.[0-9]+)\.[0-9]+", DEFAULT_KUBERNETES_VERSION)
     assert match
-    assert pins.POD_SECURITY_VERSION == f"v{match[1]}"
+    assert f"v{match[1]}" == pins.POD_SECURITY_VERSION
