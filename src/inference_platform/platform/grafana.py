@@ -71,8 +71,6 @@ def grafana_values(args: GrafanaArgs) -> dict[str, Any]:
     folder = f"/var/lib/grafana/dashboards/{PROVIDER}"
     return {
         "admin": {"existingSecret": ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
-        # helm.v4.Chart leaves test hooks out; keep the chart from rendering its test pod at all.
-        "testFramework": {"enabled": False},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
         # The chart runs its dashboard download step whenever dashboards are listed (ours are inline).
         "downloadDashboards": {

@@ -121,10 +121,8 @@ def ascend_values(nodes: NpuNodes) -> dict[str, Any]:
         "runtimeClassName": nodes.runtime_class_name,
         # Soft slicing (hami-vnpu-core) on every node; the device plugin reads it from the config.
         "hamiVnpuCore": nodes.soft_slicing,
-        # Read by no template of chart 2.10.0 (its Ascend device plugin is a separate project,
-        # platform/ascend_device_plugin.py); given so they agree with the plugin's nodes if one does.
-        "nodeSelector": dict(sorted(nodes.node_selector.items())),
-        "tolerations": [t.to_kubernetes() for t in nodes.tolerations],
+        # No nodeSelector or tolerations: chart 2.10.0 deploys no Ascend device plugin (its templates
+        # read none); the plugin's DaemonSet (platform/ascend_device_plugin.py) selects the NPU nodes.
     }
 
 
