@@ -1,6 +1,9 @@
 """Every container image and Helm chart the platform deploys, pinned in this one place.
 
-Bump a version here and nowhere else; tests refuse `latest` and unpinned references.
+Bump a version here and nowhere else; tests refuse `latest` and unpinned references. Renovate
+(renovate.json) finds every pin here and proposes bumps: images and charts whose repository is
+written out by their form, the rest by the `# renovate:` comment on the line above them (a test,
+tests/test_renovate.py, fails when a pin is added that no manager finds).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class ChartPin:
 
 
 ISTIO_REPOSITORY = "https://istio-release.storage.googleapis.com/charts"
+# renovate: datasource=helm depName=istiod registryUrl=https://istio-release.storage.googleapis.com/charts
 ISTIO_VERSION = "1.30.3"
 ISTIO_BASE = ChartPin(ISTIO_REPOSITORY, "base", ISTIO_VERSION)
 ISTIOD = ChartPin(ISTIO_REPOSITORY, "istiod", ISTIO_VERSION)
@@ -77,7 +81,9 @@ ISTIO_GATEWAY = ChartPin(ISTIO_REPOSITORY, "gateway", ISTIO_VERSION)
 ISTIO_HUB = "docker.io/istio"
 
 PROMETHEUS_COMMUNITY = "https://prometheus-community.github.io/helm-charts"
+# renovate: datasource=helm depName=prometheus registryUrl=https://prometheus-community.github.io/helm-charts
 PROMETHEUS = ChartPin(PROMETHEUS_COMMUNITY, "prometheus", "29.27.0")
+# renovate: datasource=helm depName=prometheus-adapter registryUrl=https://prometheus-community.github.io/helm-charts
 PROMETHEUS_ADAPTER = ChartPin(PROMETHEUS_COMMUNITY, "prometheus-adapter", "5.3.0")
 DCGM_EXPORTER = ChartPin("https://nvidia.github.io/dcgm-exporter/helm-charts", "dcgm-exporter", "4.8.2")
 # The chart moved from grafana/helm-charts to grafana-community in January 2026.
@@ -85,10 +91,13 @@ GRAFANA = ChartPin("https://grafana-community.github.io/helm-charts", "grafana",
 METRICS_SERVER = ChartPin("https://kubernetes-sigs.github.io/metrics-server/", "metrics-server", "3.13.1")
 HAMI = ChartPin("https://project-hami.github.io/HAMi/", "hami", "2.10.0")
 KEDA_REPOSITORY = "https://kedacore.github.io/charts"
+# renovate: datasource=helm depName=keda registryUrl=https://kedacore.github.io/charts
 KEDA = ChartPin(KEDA_REPOSITORY, "keda", "2.20.2")
 # The HTTP add-on (its interceptor wakes versions that sleep at zero replicas), beta upstream.
+# renovate: datasource=helm depName=keda-add-ons-http registryUrl=https://kedacore.github.io/charts
 KEDA_HTTP_ADD_ON = ChartPin(KEDA_REPOSITORY, "keda-add-ons-http", "0.15.0")
 # LeaderWorkerSet's controller and webhooks, for models served across several nodes.
+# renovate: datasource=docker depName=registry.k8s.io/lws/charts/lws
 LWS = ChartPin("oci://registry.k8s.io/lws/charts", "lws", "v0.10.0")
 # HAMi runs its own kube-scheduler, tagged with the cluster's version (platform.kubernetesVersion);
 # the chart's default pulls it from a regional mirror registry.
@@ -98,6 +107,7 @@ KUBE_SCHEDULER_REPOSITORY = "kube-scheduler"
 # LLM-aware routing (the Gateway API Inference Extension): v1.4.0, the release Istio 1.30.3 builds
 # and tests against (its go.mod). Each inference pool gets its endpoint picker from this chart,
 # which renders the InferencePool, the picker's Deployment, Service, config and RBAC.
+# renovate: datasource=docker depName=registry.k8s.io/gateway-api-inference-extension/charts/inferencepool
 INFERENCE_POOL = ChartPin("oci://registry.k8s.io/gateway-api-inference-extension/charts", "inferencepool", "v1.4.0")
 
 
@@ -121,3 +131,8 @@ INFERENCE_EXTENSION_CRDS = ManifestPin(
     "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/v1.4.0/manifests.yaml",
     "inference-extension-v1.4.0.yaml",
 )
+
+# The Pod Security Standards' version every Namespace the program creates is checked against (its
+# pod-security.kubernetes.io/*-version labels): the minor of the default Kubernetes version the
+# render assumes (cli/charts.py), so a newer cluster does not tighten the checks under a running stack.
+POD_SECURITY_VERSION = "v1.33"

@@ -237,7 +237,11 @@ def test_a_model_in_two_shards_and_a_call_to_no_model_are_reported_in_each_file(
     found = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
     where = {line.split(": ", 1)[0].rsplit(":", 2)[0] for line in found}
     assert where == {str(paths["env-b"])}, found
-    assert any("models[1] (iris).name" in line and "defined twice" in line for line in found), found
+    # Reported once, at the repeat, naming the first in the other shard's file at its own index.
+    twice = [line for line in found if "defined twice" in line]
+    assert len(twice) == 1, found
+    assert "models[1] (iris).name" in twice[0], found
+    assert twice[0].endswith("(also models[0].name in Pulumi.env-a.yaml, the shard env-a)"), found
     assert any("models[2] (gpt).calls[0]" in line and "'nobody' is not a model" in line for line in found), found
     # Each at its own line: iris' name and gpt's call are at different places of env-b's file.
     assert len({line.split(": ", 1)[0] for line in found}) == len(found)

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.platform import pod_security
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.helm import chart, merge_values, own_namespace
 
@@ -52,7 +53,7 @@ class DcgmExporter(pulumi.ComponentResource):
     def __init__(self, name: str, args: DcgmExporterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:DcgmExporter", name, None, opts)
         config = args.config
-        waits = own_namespace(config.namespace, self)
+        waits = own_namespace(config.namespace, self, pod_security.PRIVILEGED)
         values = merge_values(dcgm_values(args.nodes), config.values)
         opts = pulumi.ResourceOptions(parent=self, depends_on=waits)
         chart(RELEASE, pins.DCGM_EXPORTER, config.namespace, values, opts)

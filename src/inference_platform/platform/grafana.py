@@ -12,6 +12,7 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain
 from inference_platform.kube import register
+from inference_platform.platform import pod_security
 from inference_platform.platform.helm import chart, dependencies, merge_values, own_namespace
 
 RELEASE = "grafana"
@@ -70,8 +71,6 @@ def grafana_values(args: GrafanaArgs) -> dict[str, Any]:
     folder = f"/var/lib/grafana/dashboards/{PROVIDER}"
     return {
         "admin": {"existingSecret": ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
-        # helm.v4.Chart leaves test hooks out; keep the chart from rendering its test pod at all.
-        "testFramework": {"enabled": False},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
         # The chart runs its dashboard download step whenever dashboards are listed (ours are inline).
         "downloadDashboards": {
@@ -178,7 +177,7 @@ class Grafana(pulumi.ComponentResource):
             values = merge_values(values, dashboards_sidecar(args))
         values = merge_values(values, config.values)
         after = dependencies(opts)
-        waits = [*after, *own_namespace(config.namespace, self, create=args.create_namespace)]
+        waits = [*after, *own_namespace(config.namespace, self, pod_security.BASELINE, create=args.create_namespace)]
         secret = {
             "apiVersion": "v1",
             "kind": "Secret",

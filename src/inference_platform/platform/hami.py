@@ -12,6 +12,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.platform import pod_security
 from inference_platform.platform.gpu_nodes import GPU_RESOURCE, GpuNodes
 from inference_platform.platform.helm import merge_values, own_namespace, release
 from inference_platform.platform.npu_nodes import NpuNodes
@@ -120,10 +121,8 @@ def ascend_values(nodes: NpuNodes) -> dict[str, Any]:
         "runtimeClassName": nodes.runtime_class_name,
         # Soft slicing (hami-vnpu-core) on every node; the device plugin reads it from the config.
         "hamiVnpuCore": nodes.soft_slicing,
-        # Read by no template of chart 2.10.0 (its Ascend device plugin is a separate project,
-        # platform/ascend_device_plugin.py); given so they agree with the plugin's nodes if one does.
-        "nodeSelector": dict(sorted(nodes.node_selector.items())),
-        "tolerations": [t.to_kubernetes() for t in nodes.tolerations],
+        # No nodeSelector or tolerations: chart 2.10.0 deploys no Ascend device plugin (its templates
+        # read none); the plugin's DaemonSet (platform/ascend_device_plugin.py) selects the NPU nodes.
     }
 
 
@@ -181,7 +180,7 @@ class Hami(pulumi.ComponentResource):
         config = args.config
         generated = hami_values(config, args.nodes, args.kubernetes_version, args.npu_nodes)
         values = merge_values(generated, config.values)
-        waits = own_namespace(config.namespace, self)
+        waits = own_namespace(config.namespace, self, pod_security.PRIVILEGED)
         # A new namespace replaces the release; its cluster-scoped objects (the webhook, the
         # scheduler's roles) keep their names, which Helm refuses to a second release: delete first.
         opts = pulumi.ResourceOptions(parent=self, depends_on=waits, delete_before_replace=True)

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from inference_platform.kube import register
 from inference_platform.pins import ChartPin, ManifestPin
+from inference_platform.platform.pod_security import PodSecurity
 
 
 def merge_values(generated: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -68,13 +69,15 @@ def manifest_file(name: str, pin: ManifestPin, opts: pulumi.ResourceOptions) -> 
 BUILT_IN_NAMESPACES = ("kube-system", "default")
 
 
-def own_namespace(name: str, parent: pulumi.Resource, create: bool = True) -> list[pulumi.Resource]:
+def own_namespace(
+    name: str, parent: pulumi.Resource, security: PodSecurity, create: bool = True
+) -> list[pulumi.Resource]:
     """A chart component's namespace, parented to the component: created unless the cluster has it
-    already (or `create` is false: another component's); what the chart waits for. Every chart
-    component makes its namespaces here."""
+    already (or `create` is false: another component's), with the Pod Security level its pods need;
+    what the chart waits for. Every chart component makes its namespaces here."""
     if name in BUILT_IN_NAMESPACES or not create:
         return []
-    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": security.labels()}}
     return [register(manifest, pulumi.ResourceOptions(parent=parent))]
 
 

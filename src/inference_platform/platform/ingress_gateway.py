@@ -15,6 +15,7 @@ from pydantic import Field
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain, Labels
 from inference_platform.kube import register
+from inference_platform.platform import pod_security
 from inference_platform.platform.helm import chart, manifest_file, merge_values, own_namespace
 
 DEFAULT_GATEWAY_NAMESPACE = "istio-ingress"
@@ -276,9 +277,9 @@ class IngressGateway(pulumi.ComponentResource):
         super().__init__("inference-platform:platform:IngressGateway", name, None, opts)
         config = args.config
         raw = config.values
-        system = own_namespace(ISTIO_NAMESPACE, self)
+        system = own_namespace(ISTIO_NAMESPACE, self, pod_security.BASELINE)
         # No injection label: the gateway's pods ask istiod for the gateway template themselves.
-        ingress = own_namespace(config.gateway.namespace, self)
+        ingress = own_namespace(config.gateway.namespace, self, pod_security.BASELINE)
         base = chart(
             "istio-base",
             pins.ISTIO_BASE,

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.platform import pod_security
 from inference_platform.platform.helm import chart, dependencies, merge_values, own_namespace
 
 RELEASE = "keda"
@@ -140,12 +141,13 @@ class Keda(pulumi.ComponentResource):
         super().__init__("inference-platform:platform:Keda", name, None, opts)
         config = args.config
         after = dependencies(opts)
+        waits = own_namespace(config.namespace, self, pod_security.BASELINE)
         keda = chart(
             RELEASE,
             pins.KEDA,
             config.namespace,
             merge_values(keda_values(), config.values),
-            pulumi.ResourceOptions(parent=self, depends_on=own_namespace(config.namespace, self)),
+            pulumi.ResourceOptions(parent=self, depends_on=waits),
         )
         self.ready = [keda]
         if args.http_add_on:

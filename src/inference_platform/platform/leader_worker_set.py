@@ -12,6 +12,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel
+from inference_platform.platform import pod_security
 from inference_platform.platform.helm import chart, merge_values, own_namespace
 
 RELEASE = "lws"
@@ -54,7 +55,7 @@ class LeaderWorkerSetController(pulumi.ComponentResource):
             pins.LWS,
             NAMESPACE,
             merge_values(lws_values(), args.config.values),
-            pulumi.ResourceOptions(parent=self, depends_on=own_namespace(NAMESPACE, self)),
+            pulumi.ResourceOptions(parent=self, depends_on=own_namespace(NAMESPACE, self, pod_security.BASELINE)),
         )
         self.namespace = pulumi.Output.from_input(NAMESPACE)
         self.register_outputs({"namespace": self.namespace})

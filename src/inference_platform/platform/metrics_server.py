@@ -13,6 +13,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.platform import pod_security
 from inference_platform.platform.helm import chart, merge_values, own_namespace
 
 RELEASE = "metrics-server"
@@ -62,7 +63,7 @@ class MetricsServer(pulumi.ComponentResource):
         super().__init__("inference-platform:platform:MetricsServer", name, None, opts)
         config = args.config
         values = merge_values(metrics_server_values(config), config.values)
-        waits = own_namespace(config.namespace, self)
+        waits = own_namespace(config.namespace, self, pod_security.BASELINE)
         chart(
             RELEASE,
             pins.METRICS_SERVER,

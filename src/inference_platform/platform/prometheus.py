@@ -16,6 +16,7 @@ from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, Duration, Labels, Quantity
+from inference_platform.platform import pod_security
 from inference_platform.platform.helm import chart, merge_values, own_namespace
 
 RELEASE = "prometheus"
@@ -277,7 +278,7 @@ class Prometheus(pulumi.ComponentResource):
     def __init__(self, name: str, args: PrometheusArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:Prometheus", name, None, opts)
         config = args.config
-        waits = own_namespace(config.namespace, self)
+        waits = own_namespace(config.namespace, self, pod_security.BASELINE)
         values = prometheus_values(config, args.rules)
         if args.rules_from_config_maps:
             values = merge_values(values, rules_sidecar(config))

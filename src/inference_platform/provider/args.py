@@ -156,6 +156,11 @@ class GraphStepDependency(str, Enum):
     Hard = "Hard"
 
 
+class PipelineAutoscalingWake(str, Enum):
+    Hold = "hold"
+    Respond = "respond"
+
+
 class PipelineRouting(str, Enum):
     VirtualService = "virtual-service"
     InferencePool = "inference-pool"
@@ -257,7 +262,7 @@ class ModelVersion(TypedDict):
     """One version of a model: its own Deployment and Service, live or shadow."""
 
     name: str
-    """DNS label; <model>-<version> names its Deployment, Service and ConfigMap. TF Serving and Triton number versions: end it in a number (v3 is version 3)."""
+    """DNS label; <model>-<version> names its Deployment, Service and, for runtimes with a generated config, ConfigMap. TF Serving and Triton number versions: end it in a number (v3 is version 3)."""
     model_uri: str
     """pvc://<claim>/<path> (mounted), or s3://, gs://, http(s)://, hf:// (downloaded first)."""
     weight: NotRequired[int]
@@ -638,9 +643,9 @@ class Model(TypedDict):
     max_batch_size: NotRequired[int]
     """The model's max_batch_size (0: the model does not batch). Only with runtime triton, triton-llm, mlserver or mindie."""
     inputs: NotRequired[list[Tensor]]
-    """The model's inputs (name, dataType like FP32, dims), when its config is generated. Only with runtime triton."""
+    """Required without configPbtxt: the model's inputs (name, dataType like FP32, dims), at least one, from which its config is generated. Only with runtime triton."""
     outputs: NotRequired[list[Tensor]]
-    """The model's outputs, shaped as inputs. Only with runtime triton."""
+    """Required without configPbtxt: the model's outputs, at least one, shaped as inputs. Only with runtime triton."""
     dynamic_batching: NotRequired[DynamicBatching]
     """Turns Triton's dynamic batcher on. Only with runtime triton."""
     instance_groups: NotRequired[list[InstanceGroup]]
@@ -753,6 +758,33 @@ class GraphNode(TypedDict):
     """The node's steps: each names a model of the stack or another node of the graph."""
 
 
+class PipelineAutoscalingSpec(TypedDict):
+    """A pipeline router's scaling: a model's settings, less sleeping at zero (its router must answer the first request itself)."""
+
+    min_replicas: NotRequired[int]
+    """1 or more: a pipeline's router does not sleep at zero replicas (0 is refused). Default: 1."""
+    max_replicas: NotRequired[int]
+    """An autoscaler per version when above minReplicas; equal, that many replicas and no autoscaler. Default: 1."""
+    cpu_utilization: NotRequired[int]
+    """Target average CPU use, in percent of the requests."""
+    memory_utilization: NotRequired[int]
+    """Target average memory use, in percent of the requests."""
+    gpu_utilization: NotRequired[int]
+    """Target average GPU utilisation per pod, in percent (container_gpu_usage)."""
+    requests_per_second: NotRequired[float]
+    """Target requests per second per pod (requests_per_second)."""
+    queue_depth: NotRequired[int]
+    """Target requests waiting in the engine's queue per pod (requests_waiting): for LLM engines, whose GPU shows 100 % while the queue grows. Runtimes that export a queue gauge only."""
+    time_to_first_token_p90: NotRequired[float]
+    """Target p90 time to first token in seconds (time_to_first_token_p90_seconds): each pod's 90th percentile over the last 2 minutes, from the engine's own histogram, averaged over the version's pods. Runtimes with a time-to-first-token histogram only (vllm, sglang; custom with metrics.timeToFirstTokenHistogram)."""
+    scale_down_stabilization_seconds: NotRequired[int]
+    """How long load must stay low before replicas are removed. Default: 300."""
+    idle_after: NotRequired[str]
+    """Not for a pipeline: its router does not sleep (refused when set). Default: \"15m\"."""
+    wake: NotRequired[PipelineAutoscalingWake]
+    """Not for a pipeline: its router does not sleep (refused when set). Default: \"hold\"."""
+
+
 class PipelineSpec(TypedDict):
     """One pipeline: its graph, and how its router runs."""
 
@@ -762,7 +794,7 @@ class PipelineSpec(TypedDict):
     """The graph; requests start at the node named root."""
     replicas: NotRequired[int]
     """Router pods; not with an autoscaling range. Default: 1."""
-    autoscaling: NotRequired[AutoscalingSpec]
+    autoscaling: NotRequired[PipelineAutoscalingSpec]
     """Scales the router on requestsPerSecond or CPU."""
     propagate_headers: NotRequired[list[str]]
     """Request headers (Go regular expressions) the router passes on to every step; its PROPAGATE_HEADERS."""

@@ -9,6 +9,7 @@ import pulumi
 
 from inference_platform.config.base import ConfigModel, DNS1123Label
 from inference_platform.kube import register
+from inference_platform.platform.pod_security import PodSecurity
 
 PART_OF_LABELS = {"app.kubernetes.io/part-of": "inference-platform", "app.kubernetes.io/managed-by": "pulumi"}
 
@@ -18,8 +19,18 @@ class ModelNamespaceArgs(ConfigModel):
     istio_namespace: DNS1123Label = "istio-system"
 
 
+# Model pods are built to the restricted level, but Istio's sidecar injector adds its istio-init
+# container (root, NET_ADMIN and NET_RAW) to every pod of a meshed namespace unless the mesh runs
+# Istio's CNI plugin, which this platform does not install: no level short of privileged admits
+# the injected pods (Istio's "Install Istio with Pod Security Admission"). So the namespace enforces
+# privileged and warns and audits at restricted: a workload whose pod template falls short of it
+# (PSA checks Deployments' and the other workloads' templates, as written, before injection) is
+# reported to whoever applies it and in the API server's audit log.
+POD_SECURITY = PodSecurity("privileged", report="restricted")
+
+
 def namespace(args: ModelNamespaceArgs) -> dict[str, Any]:
-    labels = {"istio-injection": "enabled"} | PART_OF_LABELS
+    labels = {"istio-injection": "enabled"} | PART_OF_LABELS | POD_SECURITY.labels()
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": args.name, "labels": labels}}
 
 

@@ -59,7 +59,8 @@ class ModelVersion(ConfigModel):
     """One version of a model: its own Deployment and Service, live or shadow."""
 
     name: DNS1123Label = Field(
-        description="DNS label; <model>-<version> names its Deployment, Service and ConfigMap. "
+        description="DNS label; <model>-<version> names its Deployment, Service and, for runtimes with a "
+        "generated config, ConfigMap. "
         "TF Serving and Triton number versions: end it in a number (v3 is version 3)."
     )
     model_uri: ModelUri = Field(

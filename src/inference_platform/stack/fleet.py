@@ -15,6 +15,7 @@ This module is the one place that knows the two keys and tells the kinds apart.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Literal
@@ -425,6 +426,21 @@ def environment(
     return config, views
 
 
+# A repeated name's problem names the first of the name (config/base.py's duplicate_problems).
+_ALSO = re.compile(r"\(also (models|pipelines)\[([0-9]+)\]((?:\.[A-Za-z]+)*)\)")
+
+
+def _also_in_shards(message: str, shard: str, origins: Mapping[str, list[tuple[str, int]]]) -> str:
+    """A duplicate's "(also models[3].name)", an index of the merged list, as the place in the
+    shard that holds the first: its own index there, and its file when that is another shard's."""
+    match = _ALSO.search(message)
+    if match is None or int(match[2]) >= len(origins[match[1]]):
+        return message
+    other, index = origins[match[1]][int(match[2])]
+    where = f"{match[1]}[{index}]{match[3]}" + ("" if other == shard else f" in Pulumi.{other}.yaml, the shard {other}")
+    return f"{message[: match.start()]}(also {where}){message[match.end() :]}"
+
+
 def _in_shards(problems: list[Problem], stack: str, origins: Mapping[str, list[tuple[str, int]]]) -> list[Problem]:
     """Each problem of the merged config at its place in the file it came from: a model's or
     pipeline's in its shard's, anything else in the platform stack's."""
@@ -434,7 +450,8 @@ def _in_shards(problems: list[Problem], stack: str, origins: Mapping[str, list[t
         if len(keys) >= 2 and keys[0] in origins and isinstance(keys[1], int) and keys[1] < len(origins[str(keys[0])]):
             shard, index = origins[str(keys[0])][keys[1]]
             loc = (keys[0], index, *keys[2:])
-            out.append(replace(problem, path=format_path(loc), loc=loc, stack=shard))
+            message = _also_in_shards(problem.message, shard, origins)
+            out.append(replace(problem, path=format_path(loc), loc=loc, stack=shard, message=message))
         else:
             out.append(replace(problem, stack=stack))
     return out

@@ -202,3 +202,18 @@ def test_a_per_try_timeout_may_equal_the_timeout_in_any_unit(per_try: str, valid
         assert problems(flow) == [
             Problem("pipelines[0].retries.perTryTimeout", f"{per_try} is longer than the pipeline's timeout (30s)")
         ]
+
+
+def test_the_reference_says_what_a_pipelines_min_replicas_0_gets() -> None:
+    """docs/config-reference.md said 0 lets a pipeline sleep; it is refused, and the reference
+    (generated from the field's description) now says so in the refusal's words."""
+    from inference_platform.cli.config_reference import reference_markdown
+    from inference_platform.serving.pipeline.spec import ROUTER_DOES_NOT_SLEEP
+
+    row = next(line for line in reference_markdown().splitlines() if "`pipelines[].autoscaling.minReplicas`" in line)
+    assert "does not sleep" in row
+    assert "lets a version sleep" not in row
+    found = problems(pipeline({"root": sequence(step())}, autoscaling={"minReplicas": 0, "maxReplicas": 2}))
+    assert [(p.path.split(".", 1)[-1], p.message) for p in found] == [
+        ("autoscaling.minReplicas", ROUTER_DOES_NOT_SLEEP)
+    ]

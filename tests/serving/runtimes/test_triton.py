@@ -160,3 +160,17 @@ def test_example_request_is_shaped_after_the_first_input() -> None:
     assert spec.example_request().body == {
         "inputs": [{"name": "x", "shape": [1, 1, 4], "datatype": "FP32", "data": [0, 0, 0, 0]}]
     }
+
+
+@pytest.mark.parametrize("tensors", ["inputs", "outputs"])
+def test_the_reference_says_tensors_are_required_without_a_config_pbtxt(tensors: str) -> None:
+    """Listed with the default [] in docs/config-reference.md, the tensors are refused empty unless
+    configPbtxt is given: the description (the reference's text) says so."""
+    from inference_platform.cli.config_reference import reference_markdown
+    from inference_platform.serving.runtimes.triton import REQUIRED_WITHOUT_CONFIG_PBTXT
+
+    row = next(line for line in reference_markdown().splitlines() if f"| `models[].{tensors}` |" in line)
+    assert REQUIRED_WITHOUT_CONFIG_PBTXT in row
+    settings = {k: v for k, v in TENSORS.items() if k != tensors}
+    with pytest.raises(ValidationError, match=tensors):
+        model(**settings)

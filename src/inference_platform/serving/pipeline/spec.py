@@ -105,6 +105,24 @@ class GraphNode(ConfigModel):
         return problems
 
 
+ROUTER_DOES_NOT_SLEEP = "a pipeline's router does not sleep: set 1 or more"
+
+
+class PipelineAutoscalingSpec(AutoscalingSpec):
+    """A pipeline router's scaling: a model's settings, less sleeping at zero (its router must
+    answer the first request itself)."""
+
+    min_replicas: Annotated[int, Field(ge=0, le=1000)] = Field(
+        default=1, description="1 or more: a pipeline's router does not sleep at zero replicas (0 is refused)."
+    )
+    idle_after: Duration = Field(
+        default="15m", description="Not for a pipeline: its router does not sleep (refused when set)."
+    )
+    wake: Literal["hold", "respond"] = Field(
+        default="hold", description="Not for a pipeline: its router does not sleep (refused when set)."
+    )
+
+
 class PipelineSpec(ConfigModel):
     """One pipeline: its graph, and how its router runs."""
 
@@ -113,8 +131,8 @@ class PipelineSpec(ConfigModel):
     replicas: Annotated[int, Field(ge=1, le=1000)] = Field(
         default=1, description="Router pods; not with an autoscaling range."
     )
-    autoscaling: AutoscalingSpec = Field(
-        default=AutoscalingSpec(), description="Scales the router on requestsPerSecond or CPU."
+    autoscaling: PipelineAutoscalingSpec = Field(
+        default=PipelineAutoscalingSpec(), description="Scales the router on requestsPerSecond or CPU."
     )
     propagate_headers: list[HeaderPattern] = Field(
         default_factory=list,
@@ -192,7 +210,7 @@ class PipelineSpec(ConfigModel):
             if target is not None
         ]
         if scaling.scales_to_zero:
-            problems.append(("autoscaling.minReplicas", "a pipeline's router does not sleep: set 1 or more"))
+            problems.append(("autoscaling.minReplicas", ROUTER_DOES_NOT_SLEEP))
         if "autoscaling" in self.model_fields_set and "replicas" in self.model_fields_set:
             problems.append(("replicas", "set replicas or autoscaling, not both: autoscaling's bounds decide replicas"))
         return problems

@@ -100,6 +100,10 @@ class InstanceGroup(ConfigModel):
     kind: Literal["cpu", "gpu"] | None = Field(default=None, description="gpu when the model has a GPU, else cpu.")
 
 
+# Tensors a generated config needs (an empty list is refused), and a supplied configPbtxt replaces.
+REQUIRED_WITHOUT_CONFIG_PBTXT = "Required without configPbtxt"
+
+
 class TritonModel(ModelSpecBase):
     SERVER_PORTS: ClassVar[dict[str, int]] = {"http": HTTP_PORT, "grpc": GRPC_PORT, "http-metrics": METRICS_PORT}
     INFERENCE_PATH: ClassVar[str] = "/v2/models/{name}/infer"  # Open Inference Protocol v2
@@ -116,9 +120,13 @@ class TritonModel(ModelSpecBase):
     )
     inputs: list[Tensor] = Field(
         default_factory=list,
-        description="The model's inputs (name, dataType like FP32, dims), when its config is generated.",
+        description=f"{REQUIRED_WITHOUT_CONFIG_PBTXT}: the model's inputs (name, dataType like FP32, dims), "
+        "at least one, from which its config is generated.",
     )
-    outputs: list[Tensor] = Field(default_factory=list, description="The model's outputs, shaped as inputs.")
+    outputs: list[Tensor] = Field(
+        default_factory=list,
+        description=f"{REQUIRED_WITHOUT_CONFIG_PBTXT}: the model's outputs, at least one, shaped as inputs.",
+    )
     dynamic_batching: DynamicBatching | None = Field(default=None, description="Turns Triton's dynamic batcher on.")
     instance_groups: list[InstanceGroup] = Field(
         default_factory=list, description="Model instances and where they run (instance_group)."
