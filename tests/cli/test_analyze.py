@@ -262,7 +262,7 @@ def test_a_shadow_that_answers_differently_fails(
     churn = found["churn", "v2"]
     assert churn["verdict"] == "insufficient-data"
     assert churn["pairs"] == pytest.approx(24, rel=0.05)
-    assert churn["reasons"][-1] == "24 of its answers were paired with v1's, fewer than payloads.minPairs (100)"
+    assert churn["reasons"][-1] == "24 of its answers were paired with v1's, fewer than payloads.minPairs (100 pairs)"
 
 
 def test_a_shadow_that_answers_the_same_passes_and_the_table_shows_it(
@@ -297,8 +297,8 @@ def test_table_and_markdown(
     markdown = capsys.readouterr().out
     assert markdown.startswith("## Canary and shadow analysis: stack `dev`\n")
     assert (
-        "| iris | v3 | shadow | 3000 | 5.00% | 25 | 90 | 98 | 96.2% of 1560 | fail: error ratio 5.00% is 5.00 points"
-        in markdown
+        "| iris | v3 | shadow | 3000 | 5.00% | 25 | 90 | 98 | 96.2% of 1560 | "
+        "fail: error ratio 5.00% is 5.00 percentage points" in markdown
     )
     assert "| iris | v1 | primary | 5400 | 0.00% | 25 | 90 | 98 | — |  |" in markdown
     assert analyze(stack_file, running.url, "--at", at, "--format", "markdown") == ExitCode.CANDIDATE_FAILED

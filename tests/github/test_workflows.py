@@ -369,7 +369,8 @@ def run_step(script: str, checkout: Path, runner: Path, **env: str) -> dict[str,
     outputs, summary = runner / "outputs", runner / "summary"
     environment = os.environ | {"RUNNER_TEMP": str(runner), "GITHUB_OUTPUT": str(outputs)}
     environment |= {"GITHUB_STEP_SUMMARY": str(summary)} | env
-    subprocess.run(["bash", "-e", "-c", script], cwd=checkout, env=environment, check=True, capture_output=True)
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=checkout, env=environment, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
     lines = outputs.read_text().splitlines()
     return {name: json.loads(value) for name, value in (line.split("=", 1) for line in lines)}
 
@@ -429,7 +430,9 @@ def test_a_retired_shard_is_rendered_as_removed_not_previewed(tmp_path: Path) ->
     repository = checkout(tmp_path / "checkout")
     base = git(repository, "rev-parse", "HEAD")
     git(repository, "mv", "Pulumi.prod-b.yaml", "Pulumi.prod-c.yaml")
-    change(repository, {"Pulumi.prod.yaml": SHARDED_PROD})
+    # The platform's file rewritten whole (appended, its second `config:` would be a key given twice).
+    (repository / "Pulumi.prod.yaml").write_text(SHARDED_PROD, encoding="utf-8")
+    change(repository, {"Pulumi.prod.yaml": ""})
     (runner := tmp_path / "runner").mkdir()
 
     outputs = run_step(select_step("preview.yml"), repository, runner, BASE_SHA=base)
