@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -27,12 +27,18 @@ _LIBRARY = Path(__file__).resolve().parent.parent
 
 
 class ConfigModel(BaseModel):
+    # strict: a value is of the type the model says, never converted: a boolean is not a number
+    # (`weight: true` is not 1) nor a string, a string not a number. A stack file's values keep their
+    # YAML types (the Pulumi CLI JSON-encodes each top-level object, and no top-level setting is a
+    # bare number or boolean); floats take whole numbers; fields whose values arrive as lists from
+    # outputs (tuples) say strict=False.
     model_config = ConfigDict(
         extra="forbid",
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,
         str_strip_whitespace=False,
+        strict=True,
     )
 
     REPORTED_UNIONS: ClassVar[tuple[Discriminated, ...]] = ()
@@ -207,6 +213,17 @@ def duration_nanoseconds(value: str) -> Fraction:
     )
 
 
+def check_not_bare_number(value: Any) -> Any:
+    """A duration written as a bare number (`timeout: 60`) refused with the form to write instead."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise PydanticCustomError(
+            "duration_number",
+            "{value} is a bare number: write a duration with its unit ({value}s, {value}ms, {value}m)",
+            {"value": value},
+        )
+    return value
+
+
 def check_duration(value: str) -> str:
     if not _DURATION.match(value):
         raise PydanticCustomError(
@@ -282,7 +299,7 @@ DNSSubdomain = Annotated[str, AfterValidator(check_dns1123_subdomain)]
 Quantity = Annotated[str | int | float, AfterValidator(check_quantity)]
 """A Kubernetes resource quantity, kept as the string the API server will see."""
 
-Duration = Annotated[str, AfterValidator(check_duration)]
+Duration = Annotated[str, BeforeValidator(check_not_bare_number), AfterValidator(check_duration)]
 
 Labels = Annotated[dict[str, str], AfterValidator(check_labels)]
 """Kubernetes labels (or a label selector's matchLabels)."""

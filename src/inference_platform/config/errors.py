@@ -147,6 +147,27 @@ def _strip_tags(loc: Sequence[int | str], unions: Sequence[Discriminated]) -> tu
     return out, selected
 
 
+# Pydantic's (strict) type errors, in the words of a stack file.
+_SCALAR_TYPES = {
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+}
+
+
+def _yaml_shown(value: Any) -> str:
+    """A value as the stack file wrote it: true, 60, 'text' (quoted: a string), [..]."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null (an empty value)"
+    if isinstance(value, str):
+        return f"the string {_shown(value)}"
+    return _shown(value)
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -174,6 +195,8 @@ def _message(
         return "", "must not be empty"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return "", f"must be a mapping of settings, not {_shown(item['input'])}"
+    if kind in _SCALAR_TYPES:
+        return "", f"must be {_SCALAR_TYPES[kind]}, not {_yaml_shown(item['input'])}"
     message = str(item["msg"])
     if not kind.startswith(("dns", "quantity", "duration", "model_uri")):
         message += f" (got {_shown(item['input'])})"

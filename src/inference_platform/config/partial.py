@@ -53,7 +53,7 @@ def parsed(instance: BaseModel, name: str) -> bool:
 
 def validate_partially(model: type[BaseModel], data: Any) -> Partial:
     found = Partial()
-    _Walk(found).model(model, data, ())
+    _Walk(found, strict=model.model_config.get("strict")).model(model, data, ())
     return found
 
 
@@ -93,8 +93,10 @@ def _plain(model: type[BaseModel]) -> bool:
 
 
 class _Walk:
-    def __init__(self, found: Partial) -> None:
+    def __init__(self, found: Partial, strict: bool | None = None) -> None:
         self.found = found
+        self.strict = strict
+        """The root model's strictness, which a value validated on its own (outside its model) keeps."""
 
     def errors(self, error: ValidationError, loc: Loc) -> None:
         for item in error.errors(include_url=False):
@@ -103,7 +105,7 @@ class _Walk:
     def whole(self, annotation: Any, raw: Any, loc: Loc) -> Any:
         """A value pydantic validates in one piece; _NOT_PARSED when it refuses it."""
         try:
-            return TypeAdapter(annotation).validate_python(raw)
+            return TypeAdapter(annotation).validate_python(raw, strict=self.strict)
         except ValidationError as error:
             self.errors(error, loc)
             # Inside a model, an error other than its validators' means those did not run. (A value

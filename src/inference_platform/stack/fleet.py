@@ -99,8 +99,11 @@ class DirectoryEntry(ConfigModel):
 class StackUsage(ConfigModel):
     """What one shard's models hold in accelerators, as the platform last planned the shard alone."""
 
-    gpus: tuple[int, int, int] = Field(description="GPUs at minimum replicas, awake and at peak.")
-    npus: dict[str, tuple[int, int, int]] = Field(default_factory=dict, description="NPUs by Ascend type.")
+    # Not strict: tuples arrive as lists from the platform stack's outputs.
+    gpus: tuple[int, int, int] = Field(strict=False, description="GPUs at minimum replicas, awake and at peak.")
+    npus: dict[str, tuple[int, int, int]] = Field(
+        strict=False, default_factory=dict, description="NPUs by Ascend type."
+    )
 
 
 class PlatformFacts(ConfigModel):
@@ -476,7 +479,7 @@ def read_facts(stack: str, outputs: Any, reference: str) -> PlatformFacts:
         if raw is None:
             raise ValueError(f"no {FACTS_OUTPUT} output")
         # A JSON document; a platform stack deployed before it was one exported the same as a mapping.
-        return PlatformFacts.model_validate_json(raw) if isinstance(raw, str) else PlatformFacts.model_validate(raw)
+        return PlatformFacts.model_validate_json(raw) if isinstance(raw, str) else PlatformFacts.model_validate(raw, strict=False)
     except (ValueError, ValidationError):
         message = (
             f"{reference} is not a platform stack: its outputs have no {FACTS_OUTPUT} (a one-stack environment, "
