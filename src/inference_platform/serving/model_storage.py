@@ -21,6 +21,7 @@ from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from inference_platform import pins
+from inference_platform.config.secrets import SECRET
 from inference_platform.config.base import (
     ConfigModel,
     DNS1123Label,
@@ -93,10 +94,10 @@ class S3Settings(ConfigModel):
     )
     region: str | None = Field(default=None, description="The bucket's region.")
     verify_ssl: bool = Field(default=True, description="Verify the endpoint's TLS certificate.")
-    access_key_id: str | None = Field(
+    access_key_id: Annotated[str | None, SECRET] = Field(
         default=None, description="The access key id; set it with pulumi config set --secret --path."
     )
-    secret_access_key: str | None = Field(
+    secret_access_key: Annotated[str | None, SECRET] = Field(
         default=None, description="The secret access key; set it with pulumi config set --secret --path."
     )
     anonymous: bool = Field(
@@ -130,11 +131,11 @@ class S3Settings(ConfigModel):
 
 
 class GcsSettings(ConfigModel):
-    service_account_key: str = Field(description="The JSON key of a service account (a Pulumi secret).")
+    service_account_key: Annotated[str, SECRET] = Field(description="The JSON key of a service account (a Pulumi secret).")
 
 
 class HuggingFaceSettings(ConfigModel):
-    token: str = Field(description="An access token for gated or private repositories (a Pulumi secret).")
+    token: Annotated[str, SECRET] = Field(description="An access token for gated or private repositories (a Pulumi secret).")
 
 
 class StorageCredentials(ConfigModel):

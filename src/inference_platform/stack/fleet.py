@@ -27,6 +27,7 @@ from inference_platform.analysis import comparison
 from inference_platform.analysis.dashboards import model_dashboard
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain
 from inference_platform.config.errors import ConfigError, Problem, format_path
+from inference_platform.config.secrets import secret_paths
 from inference_platform.kube import register
 from inference_platform.platform import grafana, prometheus
 from inference_platform.platform.keda import KedaRef
@@ -67,15 +68,10 @@ FACTS_OUTPUT = "inferencePlatform"
 """The platform stack's output its shards read through their StackReference: the platform as a
 shard's models need it, and the environment's other models and pipelines."""
 SECRET = "[secret]"
-# Secret settings a platform stack holds: never exported, a placeholder in their place.
+# Secret settings a platform stack holds (marked SECRET in their models): never exported, a
+# placeholder in their place.
 SECRET_KEYS = {
-    "platform": (("grafana", "adminPassword"),),
-    "storage": (
-        ("s3", "accessKeyId"),
-        ("s3", "secretAccessKey"),
-        ("gcs", "serviceAccountKey"),
-        ("huggingface", "token"),
-    ),
+    key: tuple(path[1:] for path in secret_paths(StackConfig) if path[0] == key) for key in ("platform", "storage")
 }
 RULES_CONFIG_MAP = "inference-rules-{stack}"
 DASHBOARDS_CONFIG_MAP = "inference-dashboards-{stack}"
