@@ -21,7 +21,14 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from inference_platform.config.errors import ConfigError, Discriminated, Problem, problems_from_validation
+from inference_platform.config.errors import (
+    ConfigError,
+    Discriminated,
+    Problem,
+    format_path,
+    named_in,
+    problems_from_validation,
+)
 
 _LIBRARY = Path(__file__).resolve().parent.parent
 
@@ -53,11 +60,15 @@ class ConfigModel(BaseModel):
             return cls.model_validate(data)
         except ValidationError as error:
             position = _caller()
-            problems = [
-                Problem(p.path, p.message, p.loc, position)
-                for p in problems_from_validation(error, cls.REPORTED_UNIONS)
-            ]
+            problems = [_named(p, data, position) for p in problems_from_validation(error, cls.REPORTED_UNIONS)]
             raise ConfigError(problems, subject=cls.__name__) from None
+
+
+def _named(problem: Problem, data: Any, position: str) -> Problem:
+    """A problem of data a program validated, at the program's line, its items named by their `name`."""
+    keys = problem.keys
+    path = named_in(keys, data) if format_path(keys) == problem.path else problem.path
+    return Problem(path, problem.message, keys, position)
 
 
 def _caller() -> str:
@@ -95,8 +106,22 @@ def validation_config_error(
         if not _in(Path(frame.tb_frame.f_code.co_filename), _LIBRARY, pydantic_dir):
             position = _where(frame.tb_frame.f_code.co_filename, frame.tb_lineno)
             break
-    problems = [Problem(p.path, p.message, p.loc, position) for p in problems_from_validation(error, unions)]
+    data = _validated(frames, pydantic_dir)
+    problems = [_named(p, data, position) for p in problems_from_validation(error, unions)]
     return ConfigError(problems, subject=error.title)
+
+
+def _validated(frames: list[TracebackType], pydantic_dir: Path) -> Any:
+    """What the program gave pydantic to validate: its constructor's keyword arguments or
+    model_validate's object, from the first of pydantic's frames; None where neither is there."""
+    for frame in frames:
+        if _in(Path(frame.tb_frame.f_code.co_filename), pydantic_dir):
+            names = frame.tb_frame.f_locals
+            if frame.tb_frame.f_code.co_name == "__init__" and isinstance(names.get("data"), Mapping):
+                return names["data"]
+            if frame.tb_frame.f_code.co_name == "model_validate":
+                return names.get("obj")
+    return None
 
 
 def config_problems(problems: list[tuple[str, str]]) -> PydanticCustomError:

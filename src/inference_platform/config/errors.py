@@ -7,11 +7,12 @@ path: sentence`); the CLI adds that (cli/positions.py), from each problem's path
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic.alias_generators import to_snake
 
 Loc = tuple[int | str, ...]
 """A path as keys and list indexes: ('models', 0, 'versions', 1, 'weight')."""
@@ -102,6 +103,40 @@ def format_path(loc: Sequence[int | str]) -> str:
             out += f"[{part}]"
         else:
             out += f".{part}" if out else part
+    return out
+
+
+MAX_SHOWN_NAME = 63
+"""A name longer than any Kubernetes name is not a name to show in full."""
+
+
+def item_name(item: Any) -> str | None:
+    """An item's own `name`, as reports show it beside the item's index."""
+    name = item.get("name") if isinstance(item, Mapping) else None
+    if not isinstance(name, str):
+        return None
+    return name if len(name) <= MAX_SHOWN_NAME else name[: MAX_SHOWN_NAME - 3] + "..."
+
+
+def _child(node: Any, key: int | str) -> Any:
+    if isinstance(node, Mapping) and isinstance(key, str):
+        return node.get(key, node.get(to_snake(key)))
+    if isinstance(node, Sequence) and not isinstance(node, str) and isinstance(key, int) and 0 <= key < len(node):
+        return node[key]
+    return None
+
+
+def named_in(keys: Sequence[int | str], data: Any) -> str:
+    """A path in data a program validated, each mapping on the way that has a `name` named beside its
+    key or index: model (llama).versions[1] (v2).wieght, as a stack file's report names its items."""
+    out = ""
+    node = data
+    for part in keys:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+        node = _child(node, part)
+        name = item_name(node)
+        if name is not None:
+            out += f" ({name})"
     return out
 
 
