@@ -38,7 +38,7 @@ def test_a_typo_in_a_model_built_in_a_loop_names_the_model_and_the_version() -> 
     ((line, problems),) = reports
     assert problems == [
         f"{Path(__file__).relative_to(Path.cwd()) if Path(__file__).is_relative_to(Path.cwd()) else __file__}:{line}: "
-        "model (fraud).versions[1] (v2).wieght: unknown setting 'wieght': check its spelling"
+        "model (fraud).versions[1] (v2).wieght: unknown setting 'wieght': did you mean 'weight'?"
     ]
 
 

@@ -60,7 +60,8 @@ class ConfigModel(BaseModel):
             return cls.model_validate(data)
         except ValidationError as error:
             position = _caller()
-            problems = [_named(p, data, position) for p in problems_from_validation(error, cls.REPORTED_UNIONS)]
+            found = problems_from_validation(error, cls.REPORTED_UNIONS, model=cls)
+            problems = [_named(p, data, position) for p in found]
             raise ConfigError(problems, subject=cls.__name__) from None
 
 
@@ -106,22 +107,22 @@ def validation_config_error(
         if not _in(Path(frame.tb_frame.f_code.co_filename), _LIBRARY, pydantic_dir):
             position = _where(frame.tb_frame.f_code.co_filename, frame.tb_lineno)
             break
-    data = _validated(frames, pydantic_dir)
-    problems = [_named(p, data, position) for p in problems_from_validation(error, unions)]
+    data, model = _validated(frames, pydantic_dir)
+    problems = [_named(p, data, position) for p in problems_from_validation(error, unions, model=model)]
     return ConfigError(problems, subject=error.title)
 
 
-def _validated(frames: list[TracebackType], pydantic_dir: Path) -> Any:
-    """What the program gave pydantic to validate: its constructor's keyword arguments or
-    model_validate's object, from the first of pydantic's frames; None where neither is there."""
+def _validated(frames: list[TracebackType], pydantic_dir: Path) -> tuple[Any, type[BaseModel] | None]:
+    """What the program gave pydantic to validate (its constructor's keyword arguments or
+    model_validate's object) and the model, from the first of pydantic's frames; None where not there."""
     for frame in frames:
         if _in(Path(frame.tb_frame.f_code.co_filename), pydantic_dir):
             names = frame.tb_frame.f_locals
             if frame.tb_frame.f_code.co_name == "__init__" and isinstance(names.get("data"), Mapping):
-                return names["data"]
+                return names["data"], type(names["self"]) if "self" in names else None
             if frame.tb_frame.f_code.co_name == "model_validate":
-                return names.get("obj")
-    return None
+                return names.get("obj"), names.get("cls")
+    return None, None
 
 
 def config_problems(problems: list[tuple[str, str]]) -> PydanticCustomError:

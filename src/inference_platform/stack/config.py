@@ -726,7 +726,9 @@ def every_problem(model: type[BaseModel], data: Any, error: ValidationError) -> 
     """The ConfigError of a config pydantic refused, with every independent problem in it: pydantic
     stops at the first problem of each model, so look again, piece by piece (config/partial.py)."""
     partial = validate_partially(model, data)
-    found = set(problems_from_validation(error, UNIONS)) | set(problems_from_errors(partial.errors, UNIONS))
+    found = set(problems_from_validation(error, UNIONS, model=model)) | set(
+        problems_from_errors(partial.errors, UNIONS, model=model)
+    )
     return ConfigError(sorted(found, key=problem_order), incomplete=partial.incomplete)
 
 
