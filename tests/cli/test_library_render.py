@@ -135,7 +135,8 @@ def test_a_typo_in_a_model_is_reported_as_a_stack_files_problems_are(
     line = [text.strip() for text in PROGRAM.splitlines()].index("InferenceServiceArgs.parse(") + 1
     assert lines == [
         "invalid InferenceServiceArgs (1 problem):",
-        f"  __main__.py:{line}: model (llama).versions[0] (v1).wieght: unknown setting 'wieght': did you mean 'weight'?",
+        f"  __main__.py:{line}: model (llama).versions[0] (v1).wieght: "
+        "unknown setting 'wieght': did you mean 'weight'?",
     ]
 
 
@@ -169,7 +170,8 @@ def test_a_typo_validated_by_the_program_itself_is_reported_the_same_way(
     line = [text.strip() for text in PROGRAM.splitlines()].index("InferenceServiceArgs.parse(") + 1
     assert captured.err.splitlines() == [
         "invalid InferenceServiceArgs (1 problem):",
-        f"  __main__.py:{line}: model (llama).versions[0] (v1).wieght: unknown setting 'wieght': did you mean 'weight'?",
+        f"  __main__.py:{line}: model (llama).versions[0] (v1).wieght: "
+        "unknown setting 'wieght': did you mean 'weight'?",
     ]
 
 

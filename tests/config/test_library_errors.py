@@ -44,7 +44,12 @@ def test_a_typo_in_a_model_built_in_a_loop_names_the_model_and_the_version() -> 
 
 def test_python_names_are_followed_too() -> None:
     """Keys written as Python names are reported as written."""
-    data = {"model": model("fraud", "wieght"), "namespace": "service", "domain": "example.com", "gpu_nodes": {"cout": 1}}
+    data = {
+        "model": model("fraud", "wieght"),
+        "namespace": "service",
+        "domain": "example.com",
+        "gpu_nodes": {"cout": 1},
+    }
     with pytest.raises(ConfigError) as raised:
         InferenceServiceArgs.parse(data)
     assert [problem.path for problem in raised.value.problems] == [

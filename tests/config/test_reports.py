@@ -61,7 +61,9 @@ def test_every_tag_of_every_union_mistyped_is_one_problem_naming_it(
 
 
 def test_unknown_keys_get_the_setting_they_were_meant_to_be(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    model = llm(replicaz=2, versions=[{"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 100, "mirorPercent": 5}])
+    model = llm(
+        replicaz=2, versions=[{"name": "v1", "modelUri": "hf://Qwen/Qwen3-8B", "weight": 100, "mirorPercent": 5}]
+    )
     assert problems(tmp_path, capsys, model) == [
         "models[2] (llm).replicaz: 'replicaz' is not a setting of the vllm runtime: did you mean 'replicas'?",
         "models[2] (llm).versions[0] (v1).mirorPercent: unknown setting 'mirorPercent': did you mean 'mirrorPercent'?",

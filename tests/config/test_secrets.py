@@ -68,7 +68,9 @@ def test_secure_values_render_offline(tmp_path: Path) -> None:
     assert main(["render", "--stack", "sealed", "--config", str(path), "--out", str(tmp_path / "out")]) == 0
 
 
-def test_a_plain_value_beside_a_secure_one_is_refused_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_plain_value_beside_a_secure_one_is_refused_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The stack file says which values are secure: a secure secretAccessKey does not cover a plain accessKeyId."""
     config = secured(full_config())
     config["inference-platform:storage"]["s3"]["accessKeyId"] = "AKIA-PLAIN"
@@ -77,8 +79,10 @@ def test_a_plain_value_beside_a_secure_one_is_refused_offline(tmp_path: Path, ca
     assert main(["render", "--stack", "half", "--config", str(path), "--out", str(tmp_path / "out")]) == 2
 
     (problem,) = capsys.readouterr().err.splitlines()[1:]
-    assert problem.endswith("storage.s3.accessKeyId: a secret written in plain text, for anyone who reads the stack "
-                            "file: remove it and run `pulumi config set --secret --path 'storage.s3.accessKeyId' <value>`")
+    assert problem.endswith(
+        "storage.s3.accessKeyId: a secret written in plain text, for anyone who reads the stack "
+        "file: remove it and run `pulumi config set --secret --path 'storage.s3.accessKeyId' <value>`"
+    )
 
 
 @pytest.fixture

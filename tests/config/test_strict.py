@@ -28,7 +28,9 @@ def render_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], config: di
 def test_a_boolean_weight_is_refused_not_read_as_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = base_config()
     config["inference-platform:models"][1]["versions"][0]["weight"] = True
-    assert render_errors(tmp_path, capsys, config) == ["models[1] (churn).versions[0] (v1).weight: must be a whole number, not true"]
+    assert render_errors(tmp_path, capsys, config) == [
+        "models[1] (churn).versions[0] (v1).weight: must be a whole number, not true"
+    ]
 
 
 def test_a_string_is_not_a_number_nor_a_boolean_a_string(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -42,7 +44,9 @@ def test_a_string_is_not_a_number_nor_a_boolean_a_string(tmp_path: Path, capsys:
     ]
 
 
-def test_a_bare_number_for_a_duration_says_to_write_its_unit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bare_number_for_a_duration_says_to_write_its_unit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = base_config()
     config["inference-platform:models"][1]["timeout"] = 60
     assert render_errors(tmp_path, capsys, config) == [
@@ -60,7 +64,11 @@ def test_quantities_keep_taking_numbers_and_floats_whole_numbers(tmp_path: Path)
 
 
 def test_a_library_user_gets_the_same_refusal_from_python_values() -> None:
-    model = {"name": "churn", "runtime": "mlserver", "versions": [{"name": "v1", "modelUri": "pvc://m/1", "weight": True}]}
+    model = {
+        "name": "churn",
+        "runtime": "mlserver",
+        "versions": [{"name": "v1", "modelUri": "pvc://m/1", "weight": True}],
+    }
     with pytest.raises(ConfigError) as raised:
         InferenceServiceArgs.parse({"model": model, "namespace": "service", "domain": "example.com"})
     ((path, message),) = [(p.path, p.message) for p in raised.value.problems]

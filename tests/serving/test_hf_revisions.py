@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ def init_container(uri: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
+def hub(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """huggingface_hub's snapshot_download (not installed here), recording each call it gets."""
     calls: list[dict[str, Any]] = []
     module = types.ModuleType("huggingface_hub")
@@ -38,7 +37,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
         setattr(utils, name, type(name, (Exception,), {}))
     monkeypatch.setitem(sys.modules, "huggingface_hub", module)
     monkeypatch.setitem(sys.modules, "huggingface_hub.utils", utils)
-    yield calls
+    return calls
 
 
 def run(container: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

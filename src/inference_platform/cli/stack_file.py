@@ -16,9 +16,8 @@ from typing import Any
 import yaml
 
 from inference_platform.cli.positions import in_file, parser_stop
-from inference_platform.config.errors import ConfigError, Problem
+from inference_platform.config.errors import ConfigError, Problem, problem_order
 from inference_platform.config.limits import MAX_NESTING, nesting_problem
-from inference_platform.config.errors import problem_order
 from inference_platform.config.secrets import SecretPath, plain_secret_problems
 from inference_platform.stack.config import PROJECT, StackConfig, decode_value, parse_stack_config, project_values
 

@@ -369,9 +369,7 @@ def _one_per_union(items: list[Any]) -> list[Any]:
         if at is not None:
             groups.setdefault(tuple(item["loc"][:at]), []).append(item)
     unions = {
-        prefix: group
-        for prefix, group in groups.items()
-        if len({item["loc"][len(prefix)] for item in group}) > 1
+        prefix: group for prefix, group in groups.items() if len({item["loc"][len(prefix)] for item in group}) > 1
     }
     kept = [item for item in items if not any(item in group for group in unions.values())]
     for prefix, group in unions.items():

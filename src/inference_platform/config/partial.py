@@ -107,7 +107,7 @@ class _Walk:
         still holds); a model validates as its own config says."""
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             return TypeAdapter(annotation)
-        return TypeAdapter(annotation, config=ConfigDict(strict=self.strict))
+        return TypeAdapter(annotation, config=ConfigDict(strict=bool(self.strict)))
 
     def whole(self, annotation: Any, raw: Any, loc: Loc) -> Any:
         """A value pydantic validates in one piece; _NOT_PARSED when it refuses it."""
@@ -188,8 +188,8 @@ class _Walk:
         if isinstance(info.discriminator, str):
             # A discriminated union with validators of its own (gpu's short form): validated whole,
             # as the union it is (without its discriminator, pydantic would try every variant).
-            discriminated = Annotated[info.annotation, FieldInfo(discriminator=info.discriminator)]
-            return self.whole(Annotated[(discriminated, *info.metadata)], raw, loc)
+            discriminated = FieldInfo(discriminator=info.discriminator)
+            return self.whole(Annotated[(info.annotation, discriminated, *info.metadata)], raw, loc)
         if typing.get_origin(info.annotation) is list:
             # Constraints on the list itself (min_length) are checked on it whole, then its items one by one.
             if self.whole(Annotated[(list[Any], *info.metadata)], raw, loc) is _NOT_PARSED:

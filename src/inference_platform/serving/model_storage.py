@@ -22,7 +22,6 @@ from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from inference_platform import pins
-from inference_platform.config.secrets import SECRET
 from inference_platform.config.base import (
     ConfigModel,
     DNS1123Label,
@@ -30,6 +29,7 @@ from inference_platform.config.base import (
     config_problems,
     quantity_sum,
 )
+from inference_platform.config.secrets import SECRET
 
 MOUNTED_SCHEMES = ("pvc",)
 DOWNLOADED_SCHEMES = ("s3", "gs", "http", "https", "hf")
@@ -169,11 +169,15 @@ class S3Settings(ConfigModel):
 
 
 class GcsSettings(ConfigModel):
-    service_account_key: Annotated[str, SECRET] = Field(description="The JSON key of a service account (a Pulumi secret).")
+    service_account_key: Annotated[str, SECRET] = Field(
+        description="The JSON key of a service account (a Pulumi secret)."
+    )
 
 
 class HuggingFaceSettings(ConfigModel):
-    token: Annotated[str, SECRET] = Field(description="An access token for gated or private repositories (a Pulumi secret).")
+    token: Annotated[str, SECRET] = Field(
+        description="An access token for gated or private repositories (a Pulumi secret)."
+    )
 
 
 class StorageCredentials(ConfigModel):

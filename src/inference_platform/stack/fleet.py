@@ -475,7 +475,11 @@ def read_facts(stack: str, outputs: Any, reference: str) -> PlatformFacts:
         if raw is None:
             raise ValueError(f"no {FACTS_OUTPUT} output")
         # A JSON document; a platform stack deployed before it was one exported the same as a mapping.
-        return PlatformFacts.model_validate_json(raw) if isinstance(raw, str) else PlatformFacts.model_validate(raw, strict=False)
+        return (
+            PlatformFacts.model_validate_json(raw)
+            if isinstance(raw, str)
+            else PlatformFacts.model_validate(raw, strict=False)
+        )
     except (ValueError, ValidationError):
         message = (
             f"{reference} is not a platform stack: its outputs have no {FACTS_OUTPUT} (a one-stack environment, "

@@ -16,8 +16,8 @@ import pulumi
 import pulumi.runtime.config
 
 from inference_platform.config.errors import ConfigError
-from inference_platform.stack import fleet
 from inference_platform.config.secrets import plain_secret_problems
+from inference_platform.stack import fleet
 from inference_platform.stack.config import (
     StackConfig,
     decode_value,

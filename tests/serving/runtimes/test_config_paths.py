@@ -114,7 +114,11 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
     ("triton-llm", {"gpu": {"mode": "exclusive", "count": 2}}, [(f"{MODEL}.gpu", "one GPU per pod")]),
     ("triton-llm", {"engine": "/engines/mistral"}, [(f"{MODEL}.engine", "should match pattern")]),
     ("triton-llm", {"maxBatchSize": 5000}, [(f"{MODEL}.maxBatchSize", "less than or equal to 4096")]),
-    ("triton-llm", {"batchingStrategy": "static"}, [(f"{MODEL}.batchingStrategy", "unknown value 'static': use one of")]),
+    (
+        "triton-llm",
+        {"batchingStrategy": "static"},
+        [(f"{MODEL}.batchingStrategy", "unknown value 'static': use one of")],
+    ),
     ("triton-llm", {"kvCacheFreeGpuMemFraction": 0}, [(f"{MODEL}.kvCacheFreeGpuMemFraction", "greater than 0")]),
     ("torchserve", {"batching": {}}, [(f"{MODEL}.batching", "'batching' is not a setting of the torchserve runtime")]),
     (
@@ -170,7 +174,11 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
         },
         [(f"{MODEL}.versions[1].name", "Triton numbers versions")],
     ),
-    ("mlserver", {"format": "onnx"}, [(f"{MODEL}.format", "unknown value 'onnx': use one of sklearn, xgboost, lightgbm")]),
+    (
+        "mlserver",
+        {"format": "onnx"},
+        [(f"{MODEL}.format", "unknown value 'onnx': use one of sklearn, xgboost, lightgbm")],
+    ),
     ("mlserver", {"parallelWorkers": -1}, [(f"{MODEL}.parallelWorkers", "greater than or equal to 0")]),
     ("mlserver", {"maxBatchTime": 61}, [(f"{MODEL}.maxBatchTime", "less than or equal to 60")]),
     (
