@@ -200,7 +200,8 @@ def _secret_holders(config: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
         holder: Any = config.get(f"{PROJECT}:{path[0]}")
         for key in path[1:-1]:
             holder = holder.get(key) if isinstance(holder, dict) else None
-        if isinstance(holder, dict) and holder.get(path[-1]) is not None:
+        value = holder.get(path[-1]) if isinstance(holder, dict) else None
+        if value is not None and not (isinstance(value, dict) and set(value) == {"secure"}):
             holders.append((holder, path[-1]))
     return holders
 
@@ -347,9 +348,10 @@ SECRET_VALUES = (
 )
 
 
-def full_config() -> dict[str, Any]:
+def full_config(decrypted: bool = False) -> dict[str, Any]:
     """Every runtime, GPU mode and download scheme, a transformer, every protection, storage credentials
-    and shadows whose answers are compared."""
+    and shadows whose answers are compared. Its secret settings are `secure:` values, as a stack
+    file holds them; `decrypted`: their values, as `pulumi up` hands them to the program."""
     config = base_config()
     config["inference-platform:platform"] = {
         "kubernetesVersion": "1.30.4",
@@ -547,7 +549,7 @@ def full_config() -> dict[str, Any]:
         },
     ]
     config["inference-platform:pipelines"] = PIPELINES
-    return config
+    return config if decrypted else secured(config)
 
 
 def keda_config() -> dict[str, Any]:

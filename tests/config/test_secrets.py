@@ -46,7 +46,7 @@ def _line_of(text: str, key: str, after: str) -> int:
 def test_plain_secrets_are_refused_each_at_its_line_with_the_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write_stack_file(tmp_path / "Pulumi.plain.yaml", full_config())
+    path = write_stack_file(tmp_path / "Pulumi.plain.yaml", full_config(decrypted=True))
     out = tmp_path / "out"
 
     assert main(["render", "--stack", "plain", "--config", str(path), "--out", str(out)]) == 2

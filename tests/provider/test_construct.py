@@ -89,7 +89,7 @@ def same_objects(native: RenderResult, provided: RenderResult, component: str) -
 
 
 def test_the_whole_stack_registers_what_the_program_registers(tmp_path: Any) -> None:
-    config = full_config()
+    config = full_config(decrypted=True)
     stack_file = read_stack_file(write_stack_file(tmp_path / "Pulumi.full.yaml", config))
     program = run_program("all-features", as_pulumi_up(stack_file))
     provided = record(lambda: construct("InferencePlatform", "platform", project_values(config)), "all-features")
@@ -239,7 +239,7 @@ def test_a_value_not_known_yet_is_refused_with_its_path() -> None:
 
 
 def test_secret_values_are_read_and_stay_secret() -> None:
-    config = project_values(full_config())
+    config = project_values(full_config(decrypted=True))
     secret = "wJalrXUtnFEMI-secret"
     config["storage"]["s3"]["secretAccessKey"] = rpc.wrap_rpc_secret(secret)
     provided = record(lambda: construct("InferencePlatform", "platform", config), "unit")

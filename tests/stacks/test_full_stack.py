@@ -54,7 +54,7 @@ def test_every_object_passes_its_owners_schema(manifests: list[dict[str, Any]]) 
 def test_secret_values_never_appear_in_the_render(render_config: Render) -> None:
     """The values decrypted, as `pulumi up` hands them to the program (an offline render of the
     stack file never sees them: its secure values are placeholders)."""
-    texts = render_texts(render_config(full_config()))
+    texts = render_texts(render_config(full_config(decrypted=True)))
     text = texts[MANIFESTS] + texts[OUTPUTS]
     for value in SECRET_VALUES:
         assert value not in text
@@ -63,7 +63,7 @@ def test_secret_values_never_appear_in_the_render(render_config: Render) -> None
 
 
 def test_storage_credentials_are_a_secret_whose_values_are_pulumi_secrets(render_config: Render) -> None:
-    result = render_config(full_config())
+    result = render_config(full_config(decrypted=True))
     secret = next(
         r
         for r in result.registrations
