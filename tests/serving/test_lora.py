@@ -292,7 +292,7 @@ def test_the_capacity_plan_shows_the_slots_adapters_take_per_pod(tmp_path: Path,
     assert notes[0].startswith("llama: 2 LoRA adapter slot(s) per pod of rank up to 32")
     assert "not counted" in notes[0]
 
-    stack_file = write_stack_file(tmp_path / "Pulumi.t.yaml", config)
+    stack_file = write_stack_file(tmp_path / "Pulumi.t.yaml", full_config())
     assert main(["capacity", "--stack", "t", "--config", str(stack_file)]) == 0
     printed = capsys.readouterr().out
     assert "LoRA slots a pod" in printed
