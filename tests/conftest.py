@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -29,8 +31,10 @@ from inference_platform.cli.charts import (
 from inference_platform.cli.main import main
 from inference_platform.cli.render import RenderResult, run_program
 from inference_platform.cli.render_files import read_render
-from inference_platform.cli.stack_file import read_stack_file
+from inference_platform.cli.stack_file import StackFile, read_stack_file
+from inference_platform.config.secrets import secret_paths
 from inference_platform.pins import ChartPin, ManifestPin
+from inference_platform.stack.config import PROJECT, StackConfig, decode_value
 from inference_platform.stack.fleet import PLATFORM_STACK_KEY, SHARDS_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,6 +193,36 @@ def write_stack_file(path: Path, config: dict[str, Any]) -> Path:
     return path
 
 
+def _secret_holders(config: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """(mapping, key) of every secret setting (config/secrets.py's marks) a stack config sets."""
+    holders = []
+    for path in secret_paths(StackConfig):
+        holder: Any = config.get(f"{PROJECT}:{path[0]}")
+        for key in path[1:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        value = holder.get(path[-1]) if isinstance(holder, dict) else None
+        if value is not None and not (isinstance(value, dict) and set(value) == {"secure"}):
+            holders.append((holder, path[-1]))
+    return holders
+
+
+def secured(config: dict[str, Any]) -> dict[str, Any]:
+    """A stack config's secret settings as `pulumi config set --secret` writes them (`secure:`
+    ciphertext, here the value base64-encoded), the rest as it is."""
+    config = copy.deepcopy(config)
+    for holder, key in _secret_holders(config):
+        holder[key] = {"secure": "v1:" + base64.b64encode(str(holder[key]).encode()).decode()}
+    return config
+
+
+def as_pulumi_up(stack_file: StackFile) -> StackFile:
+    """A stack file as `pulumi up` hands it to the program when its secret settings were set with
+    `pulumi config set --secret`: decrypted, and their top-level keys named secret."""
+    config = {key: decode_value(value) for key, value in stack_file.config.items()}
+    keys = {key for key in config if _secret_holders({key: config[key]})}
+    return dataclasses.replace(stack_file, secret_keys=sorted({*stack_file.secret_keys, *keys}))
+
+
 def platform_stack_config(shards: list[str]) -> dict[str, Any]:
     """A platform stack: base_config's environment settings and its shards' stack names, no models."""
     config = {key: value for key, value in base_config().items() if key != "inference-platform:models"}
@@ -225,7 +259,7 @@ def render_config(tmp_path: Path) -> Callable[..., RenderResult]:
 
     def render(config: dict[str, Any], stack: str = "test") -> RenderResult:
         stack_file = read_stack_file(write_stack_file(tmp_path / f"Pulumi.{stack}.yaml", config))
-        return run_program(stack, stack_file)
+        return run_program(stack, as_pulumi_up(stack_file))
 
     return render
 
@@ -314,9 +348,10 @@ SECRET_VALUES = (
 )
 
 
-def full_config() -> dict[str, Any]:
+def full_config(decrypted: bool = False) -> dict[str, Any]:
     """Every runtime, GPU mode and download scheme, a transformer, every protection, storage credentials
-    and shadows whose answers are compared."""
+    and shadows whose answers are compared. Its secret settings are `secure:` values, as a stack
+    file holds them; `decrypted`: their values, as `pulumi up` hands them to the program."""
     config = base_config()
     config["inference-platform:platform"] = {
         "kubernetesVersion": "1.30.4",
@@ -520,7 +555,7 @@ def full_config() -> dict[str, Any]:
         },
     ]
     config["inference-platform:pipelines"] = PIPELINES
-    return config
+    return config if decrypted else secured(config)
 
 
 def keda_config() -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from inference_platform.cli.main import main as infra_main
 from inference_platform.cli.render import run_program
 from inference_platform.cli.stack_file import read_stack_file
-from tests.conftest import full_config, keda_config, stack_file, write_stack_file
+from tests.conftest import full_config, keda_config, secured, stack_file, write_stack_file
 
 GENERATED = {"all-features": full_config, "keda": keda_config}
 STACKS = ["dev", "prod", *GENERATED]
@@ -27,7 +27,7 @@ MANIFESTS = CHARTS.parent / "crds"
 
 def stack_path(stack: str, out: Path) -> Path:
     if stack in GENERATED:
-        return write_stack_file(out / f"Pulumi.{stack}.yaml", GENERATED[stack]())
+        return write_stack_file(out / f"Pulumi.{stack}.yaml", secured(GENERATED[stack]()))
     return stack_file(stack)
 
 

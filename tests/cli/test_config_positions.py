@@ -56,8 +56,7 @@ CASES = [
           weight: lots
 """,
         [
-            "{file}:18:11: models[1] (fraud).versions[0] (v9).weight: Input should be a valid integer, "
-            "unable to parse string as an integer (got 'lots')",
+            "{file}:18:11: models[1] (fraud).versions[0] (v9).weight: must be a whole number, not the string 'lots'",
             # fraud's weights cannot be added up without this one.
             INCOMPLETE,
         ],
@@ -142,8 +141,7 @@ CASES = [
         "several-at-once",
         HEAD.replace("weight: 90\n", "weight: high\n") + FRAUD_VERSIONS.replace("name: v9", "name: V9"),
         [
-            "{file}:9:11: models[0] (iris).versions[0] (v1).weight: Input should be a valid integer, "
-            "unable to parse string as an integer (got 'high')",
+            "{file}:9:11: models[0] (iris).versions[0] (v1).weight: must be a whole number, not the string 'high'",
             "{file}:16:11: models[1] (fraud).versions[0] (V9).name: 'V9' is not a valid name: use at most 63 "
             "lowercase letters, digits and '-', starting and ending with a letter or digit",
             INCOMPLETE,
@@ -348,8 +346,7 @@ def test_every_independent_problem_of_a_model_is_reported_in_one_run(
         "they must add up to exactly 100",
         # chat's checks that do not read replicas run.
         f"{path}:14:7: models[1] (chat).gpu: vLLM serves on GPUs: set gpu to exclusive, vgpu or shared",
-        f"{path}:16:7: models[1] (chat).replicas: Input should be a valid integer, unable to parse string as an "
-        "integer (got 'many')",
+        f"{path}:16:7: models[1] (chat).replicas: must be a whole number, not the string 'many'",
         # A version that fails its own check still counts among fraud's versions.
         f"{path}:27:11: models[2] (fraud).versions[1] (v2): a version is either live (weight) or a shadow "
         "(mirrorPercent), not both",

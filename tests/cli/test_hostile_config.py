@@ -201,8 +201,12 @@ def stack_configs(draw: st.DrawFn) -> Config:
         config["inference-platform:platform"] = platform
     if draw(st.booleans()):
         config["inference-platform:storage"] = {
-            "s3": {"accessKeyId": "AKIA-HOSTILE", "secretAccessKey": "hostile-secret", "region": "eu-west-1"},
-            "huggingface": {"token": "hf_hostile"},
+            "s3": {
+                "accessKeyId": {"secure": "v1:QUtJQS1IT1NUSUxF"},
+                "secretAccessKey": {"secure": "v1:aG9zdGlsZS1zZWNyZXQ="},
+                "region": "eu-west-1",
+            },
+            "huggingface": {"token": {"secure": "v1:aGZfaG9zdGlsZQ=="}},
         }
     else:
         # Without keys, s3:// files are read anonymously only when the stack says so.

@@ -18,8 +18,8 @@ from inference_platform.cli.main import main
 from inference_platform.cli.registered import registered_capacity
 from inference_platform.cli.render import RenderResult
 from inference_platform.cli.render_files import read_render
-from inference_platform.stack.config import parse_stack_config, project_values
-from tests.conftest import full_config, keda_config
+from inference_platform.cli.stack_file import read_stack_config
+from tests.conftest import full_config, keda_config, write_stack_file
 
 PROJECT = textwrap.dedent(
     """\
@@ -135,7 +135,8 @@ def test_a_typo_in_a_model_is_reported_as_a_stack_files_problems_are(
     line = [text.strip() for text in PROGRAM.splitlines()].index("InferenceServiceArgs.parse(") + 1
     assert lines == [
         "invalid InferenceServiceArgs (1 problem):",
-        f"  __main__.py:{line}: model.versions[0].wieght: unknown setting 'wieght': check its spelling",
+        f"  __main__.py:{line}: model (llama).versions[0] (v1).wieght: "
+        "unknown setting 'wieght': did you mean 'weight'?",
     ]
 
 
@@ -169,17 +170,19 @@ def test_a_typo_validated_by_the_program_itself_is_reported_the_same_way(
     line = [text.strip() for text in PROGRAM.splitlines()].index("InferenceServiceArgs.parse(") + 1
     assert captured.err.splitlines() == [
         "invalid InferenceServiceArgs (1 problem):",
-        f"  __main__.py:{line}: model.versions[0].wieght: unknown setting 'wieght': check its spelling",
+        f"  __main__.py:{line}: model (llama).versions[0] (v1).wieght: "
+        "unknown setting 'wieght': did you mean 'weight'?",
     ]
 
 
 @pytest.mark.parametrize("config", [full_config, keda_config], ids=["all-features", "keda"])
 def test_the_plan_from_registered_objects_is_the_stack_configs_plan(
-    config: Callable[[], dict[str, Any]], render_config: Callable[..., RenderResult]
+    config: Callable[[], dict[str, Any]], render_config: Callable[..., RenderResult], tmp_path: Path
 ) -> None:
     """The stack's own program: the models its InferenceServices registered (vGPU, exclusive,
     multi-node and sleeping ones) and HAMi's sharing plan as its validated config does."""
     values = config()
-    planned = parse_stack_config(project_values(values)).capacity()
+    _, stack_config = read_stack_config(write_stack_file(tmp_path / "Pulumi.plan.yaml", values))
+    planned = stack_config.capacity()
     assert registered_capacity(render_config(values)) == planned
     assert planned.gpus_peak > 0

@@ -179,7 +179,7 @@ def test_encrypted_values_render_as_masked_secrets(tmp_path: Path) -> None:
     """`pulumi config set --secret` writes `secure:` values no offline render can decrypt."""
     config = base_config()
     config["inference-platform:storage"] = {
-        "s3": {"accessKeyId": "AKIA-PLAIN", "secretAccessKey": {"secure": "v1:b64ciphertext=="}}
+        "s3": {"accessKeyId": {"secure": "v1:QUtJQS1QTEFJTg=="}, "secretAccessKey": {"secure": "v1:b64ciphertext=="}}
     }
     stack_file = write_stack_file(tmp_path / "Pulumi.s.yaml", config)
     out = tmp_path / "out"
@@ -189,7 +189,7 @@ def test_encrypted_values_render_as_masked_secrets(tmp_path: Path) -> None:
     secret = next(d for d in yaml.safe_load_all((out / MANIFESTS).read_text()) if d["kind"] == "Secret")
     assert secret["stringData"] == {"aws-credentials": "[secret]"}
     assert "b64ciphertext" not in (out / MANIFESTS).read_text()
-    assert "AKIA-PLAIN" not in (out / MANIFESTS).read_text()
+    assert "QUtJQS1QTEFJTg" not in (out / MANIFESTS).read_text()
 
 
 def models_config(count: int) -> dict[str, Any]:

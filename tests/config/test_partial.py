@@ -72,7 +72,7 @@ def test_a_check_that_reads_what_did_not_parse_waits_and_says_so() -> None:
     # limit did not parse: the sum cannot be checked, the names can.
     first, every, incomplete = paths_and_messages({"parts": [{"name": "a"}, {"name": "a"}], "limit": "lots"})
 
-    assert first == ["limit: Input should be a valid integer, unable to parse string as an integer (got 'lots')"]
+    assert first == ["limit: must be a whole number, not the string 'lots'"]
     assert every == [*first, "parts: names repeat"]
     assert incomplete
 

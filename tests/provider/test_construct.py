@@ -29,7 +29,7 @@ from inference_platform.serving import (
     PipelineSpec,
 )
 from inference_platform.stack.config import parse_stack_config, project_values
-from tests.conftest import PIPELINES, base_config, full_config, write_stack_file
+from tests.conftest import PIPELINES, as_pulumi_up, base_config, full_config, write_stack_file
 
 TOKEN = "inference-platform:index:{}"
 DOMAIN = "models.example.com"
@@ -89,8 +89,9 @@ def same_objects(native: RenderResult, provided: RenderResult, component: str) -
 
 
 def test_the_whole_stack_registers_what_the_program_registers(tmp_path: Any) -> None:
-    config = full_config()
-    program = run_program("all-features", read_stack_file(write_stack_file(tmp_path / "Pulumi.full.yaml", config)))
+    config = full_config(decrypted=True)
+    stack_file = read_stack_file(write_stack_file(tmp_path / "Pulumi.full.yaml", config))
+    program = run_program("all-features", as_pulumi_up(stack_file))
     provided = record(lambda: construct("InferencePlatform", "platform", project_values(config)), "all-features")
     token = TOKEN.format("InferencePlatform")
     assert registered(provided, token) == registered(program)
@@ -206,7 +207,7 @@ def test_a_bad_inference_service_is_refused_with_each_field_path() -> None:
     inputs["model"] = {**inputs["model"], "maxModelLen": 4096, "replicas": 1.5}
     assert refused("InferenceService", inputs) == [
         ("model.maxModelLen", "'maxModelLen' is not a setting of the mlserver runtime"),
-        ("model.replicas", "Input should be a valid integer, got a number with a fractional part (got 1.5)"),
+        ("model.replicas", "must be a whole number, not 1.5"),
         (
             "namespace",
             "'Service!' is not a valid name: use at most 63 lowercase letters, digits and '-', starting and ending "
@@ -218,7 +219,7 @@ def test_a_bad_inference_service_is_refused_with_each_field_path() -> None:
 def test_missing_inputs_and_unknown_ones_are_refused_as_a_stack_file_refuses_them() -> None:
     assert refused("Pipeline", {"namespace": "service", "domian": DOMAIN}) == [
         ("domain", "required, but not set"),
-        ("domian", "unknown setting 'domian': check its spelling"),
+        ("domian", "unknown setting 'domian': did you mean 'domain'?"),
         ("pipeline", "required, but not set"),
     ]
 
@@ -238,7 +239,7 @@ def test_a_value_not_known_yet_is_refused_with_its_path() -> None:
 
 
 def test_secret_values_are_read_and_stay_secret() -> None:
-    config = project_values(full_config())
+    config = project_values(full_config(decrypted=True))
     secret = "wJalrXUtnFEMI-secret"
     config["storage"]["s3"]["secretAccessKey"] = rpc.wrap_rpc_secret(secret)
     provided = record(lambda: construct("InferencePlatform", "platform", config), "unit")

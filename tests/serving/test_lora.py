@@ -309,7 +309,7 @@ def test_only_what_live_versions_serve_gets_a_curl_line() -> None:
 
 
 def test_the_capacity_plan_shows_the_slots_adapters_take_per_pod(tmp_path: Path, capsys: Any) -> None:
-    config = full_config()
+    config = full_config(decrypted=True)
     plan = parse_stack_config(project_values(config)).capacity()
     figures = plan.as_json()["models"]
     # llama (vLLM): a slot per adapter of a batch, at the rank set.
@@ -318,7 +318,7 @@ def test_the_capacity_plan_shows_the_slots_adapters_take_per_pod(tmp_path: Path,
     assert figures["qwen"]["lora"] == {"adapters": 1, "maxLoras": 2, "slotsPerPod": 3, "maxLoraRank": None}
     assert not any("lora" in figures[name] for name in figures if name not in ("llama", "qwen"))
     # Adapters hold no devices of their own: the GPU figures are a model's without them.
-    without = full_config()
+    without = full_config(decrypted=True)
     for entry in without["inference-platform:models"]:
         for item in entry["versions"]:
             item.pop("adapters", None)
@@ -332,7 +332,7 @@ def test_the_capacity_plan_shows_the_slots_adapters_take_per_pod(tmp_path: Path,
     assert notes[0].startswith("llama: 2 LoRA adapter slot(s) per pod of rank up to 32")
     assert "not counted" in notes[0]
 
-    stack_file = write_stack_file(tmp_path / "Pulumi.t.yaml", config)
+    stack_file = write_stack_file(tmp_path / "Pulumi.t.yaml", full_config())
     assert main(["capacity", "--stack", "t", "--config", str(stack_file)]) == 0
     printed = capsys.readouterr().out
     assert "LoRA slots a pod" in printed

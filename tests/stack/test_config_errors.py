@@ -150,7 +150,7 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "weight-not-a-number",
         lambda c: version(c, 0).update(weight="ninety"),
         "models[0].versions[0].weight",
-        "valid integer",
+        "must be a whole number, not the string 'ninety'",
     ),
     (
         "unsupported-scheme",
@@ -195,7 +195,7 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
     ),
     ("missing-runtime", lambda c: iris(c).pop("runtime"), "models[0].runtime", "set runtime"),
     ("no-versions", lambda c: iris(c).update(versions=[]), "models[0].versions", "must not be empty"),
-    ("models-not-a-list", set_key(MODELS, {"iris": {}}), "models", "valid list"),
+    ("models-not-a-list", set_key(MODELS, {"iris": {}}), "models", "must be a list"),
     ("negative-replicas", lambda c: iris(c).update(replicas=-1), "models[0].replicas", "greater than or equal to 0"),
     ("bad-timeout", lambda c: iris(c).update(timeout="a minute"), "models[0].timeout", "not a duration"),
     (
@@ -208,7 +208,7 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "unknown-format",
         lambda c: iris(c).update(format="pytorch"),
         "models[0].format",
-        "'sklearn', 'xgboost' or 'lightgbm'",
+        "unknown value 'pytorch': use one of sklearn, xgboost, lightgbm",
     ),
     (
         "per-try-timeout-over-the-timeout",
@@ -349,7 +349,7 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "bad-gateway-service-type",
         set_key("inference-platform:platform", {"ingress": {"serviceType": "Ingress"}}),
         "platform.ingress.serviceType",
-        "'LoadBalancer', 'NodePort' or 'ClusterIP'",
+        "unknown value 'Ingress': use one of LoadBalancer, NodePort, ClusterIP",
     ),
     (
         "bad-gateway-selector-label",

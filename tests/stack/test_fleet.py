@@ -22,7 +22,7 @@ from inference_platform.cli.render_files import MANIFESTS, OUTPUTS, read_chart_o
 from inference_platform.config import limits
 from inference_platform.platform import grafana, prometheus
 from inference_platform.stack import fleet
-from tests.conftest import full_config, write_stack_file
+from tests.conftest import full_config, secured, write_stack_file
 
 PREFIX = "inference-platform:"
 PLATFORM = "env"
@@ -73,9 +73,9 @@ def objects(directory: Path) -> dict[Key, dict[str, Any]]:
 def renders(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The split environment rendered whole (the platform stack, then its shards beside it), and the one stack."""
     root = tmp_path_factory.mktemp("fleet")
-    paths = write(root / "stacks", split(full_config()))
+    paths = write(root / "stacks", split(secured(full_config())))
     assert render(PLATFORM, paths[PLATFORM], root / "out", "--shards") == 0
-    one = write_stack_file(root / "stacks" / f"Pulumi.{ONE}.yaml", joined(full_config()))
+    one = write_stack_file(root / "stacks" / f"Pulumi.{ONE}.yaml", joined(secured(full_config())))
     assert render(ONE, one, root / "out") == 0
     return root / "out"
 

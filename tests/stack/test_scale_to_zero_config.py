@@ -154,11 +154,11 @@ def test_names_past_63_characters_are_refused_before_keda_would() -> None:
 def test_wake_is_hold_or_respond(wake: str) -> None:
     parse_stack_config(project_values(config(autoscaling=SLEEPS | {"wake": wake})))
     assert problems(config(autoscaling=SLEEPS | {"wake": "queue"})) == [
-        Problem("models[0].autoscaling.wake", "Input should be 'hold' or 'respond' (got 'queue')")
+        Problem("models[0].autoscaling.wake", "unknown value 'queue': use one of hold, respond")
     ]
 
 
 def test_an_unknown_autoscaler_is_refused() -> None:
     assert problems(config("knative")) == [
-        Problem("platform.autoscaler", "Input should be 'hpa' or 'keda' (got 'knative')")
+        Problem("platform.autoscaler", "unknown value 'knative': use one of hpa, keda")
     ]

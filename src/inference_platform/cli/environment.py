@@ -15,7 +15,7 @@ from typing import Any
 
 from inference_platform.cli.positions import in_file
 from inference_platform.cli.render import STACK_DIR_ENV, run_program
-from inference_platform.cli.stack_file import StackFile, read_stack_file, read_stack_text
+from inference_platform.cli.stack_file import StackFile, read_stack_file, read_stack_text, refusing_plain_secrets
 from inference_platform.config.errors import ConfigError, Problem
 from inference_platform.stack import fleet
 from inference_platform.stack.config import PROJECT, StackConfig, decode_value, project_values
@@ -84,7 +84,10 @@ def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig, di
             raise ConfigError([*missing, *unreadable])
         config, views = fleet.environment(stack, values, shards)
     except ConfigError as error:
-        raise in_files(error, files, stack) from None
+        raise in_files(refusing_plain_secrets(error, stack_file) or error, files, stack) from None
+    plain = refusing_plain_secrets(None, stack_file)
+    if plain is not None:
+        raise in_files(plain, files, stack)
     return stack_file, config, views
 
 
@@ -100,7 +103,10 @@ def read_shard(path: Path, stack: str, platform_outputs: Mapping[str, Any]) -> t
         facts = fleet.read_facts(stack, platform_outputs, reference, PROJECT)
         config = fleet.shard_config(stack, values, facts)
     except ConfigError as error:
-        raise in_file(error, path, text) from None
+        raise in_file(refusing_plain_secrets(error, stack_file) or error, path, text) from None
+    plain = refusing_plain_secrets(None, stack_file)
+    if plain is not None:
+        raise in_file(plain, path, text)
     return stack_file, config
 
 

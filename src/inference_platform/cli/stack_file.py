@@ -17,9 +17,10 @@ import yaml
 
 from inference_platform.cli import unique_keys
 from inference_platform.cli.positions import in_file, parser_stop
-from inference_platform.config.errors import ConfigError, Problem
+from inference_platform.config.errors import ConfigError, Problem, problem_order
 from inference_platform.config.limits import MAX_NESTING, nesting_problem
-from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
+from inference_platform.config.secrets import SecretPath, plain_secret_problems
+from inference_platform.stack.config import PROJECT, StackConfig, decode_value, parse_stack_config, project_values
 
 MAX_FILE_BYTES = 1024 * 1024
 SECRET_PLACEHOLDER = "[secret]"
@@ -31,6 +32,14 @@ class StackFile:
     config: dict[str, str]
     """Every `namespace:key` in the file, valued as the CLI passes it to the program."""
     secret_keys: list[str]
+    """The keys that hold a secure value, as the CLI tells the program."""
+    sealed: frozenset[tuple[int | str, ...]] = frozenset()
+    """Where each secure value is: its key and the keys and indexes within it."""
+
+    def is_sealed(self, path: SecretPath) -> bool:
+        """Whether a project setting (or a value that holds it) is a secure value in the file."""
+        full = (f"{PROJECT}:{path[0]}", *path[1:])
+        return any(full[:length] in self.sealed for length in range(1, len(full) + 1))
 
 
 def _fail(path: Path, message: str) -> ConfigError:
@@ -96,17 +105,17 @@ def _is_secure(value: Any) -> bool:
     return isinstance(value, Mapping) and set(value) == {"secure"}
 
 
-def _unseal(value: Any) -> tuple[Any, bool]:
-    """Replace `secure:` values by the placeholder; say whether there were any."""
+def _unseal(value: Any, at: tuple[int | str, ...]) -> tuple[Any, list[tuple[int | str, ...]]]:
+    """Replace `secure:` values by the placeholder; say where they were (`at`: the value's path)."""
     if _is_secure(value):
-        return SECRET_PLACEHOLDER, True
+        return SECRET_PLACEHOLDER, [at]
     if isinstance(value, Mapping):
-        pairs = [(key, _unseal(item)) for key, item in value.items()]
-        return {key: item for key, (item, _) in pairs}, any(found for _, (_, found) in pairs)
+        pairs = [(key, _unseal(item, (*at, key))) for key, item in value.items()]
+        return {key: item for key, (item, _) in pairs}, [found for _, (_, where) in pairs for found in where]
     if isinstance(value, list):
-        items = [_unseal(item) for item in value]
-        return [item for item, _ in items], any(found for _, found in items)
-    return value, False
+        items = [_unseal(item, (*at, index)) for index, item in enumerate(value)]
+        return [item for item, _ in items], [found for _, where in items for found in where]
+    return value, []
 
 
 def wire_value(value: Any) -> str:
@@ -133,9 +142,24 @@ def read_stack_config(path: Path) -> tuple[StackFile, StackConfig]:
     text = read_stack_text(path)
     stack_file = _stack_file(text, path)
     try:
-        return stack_file, parse_stack_config(project_values(stack_file.config))
+        return stack_file, parse_stack_config(project_values(stack_file.config), sealed=stack_file.is_sealed)
     except ConfigError as error:
         raise in_file(error, path, text) from None
+
+
+def plain_secrets(stack_file: StackFile) -> list[Problem]:
+    """The stack file's secret settings written in plain text (config/secrets.py): the file says
+    which values are secure, so each one is checked, not its whole top-level key."""
+    values = {key: decode_value(value) for key, value in project_values(stack_file.config).items()}
+    return plain_secret_problems(StackConfig, values, stack_file.is_sealed)
+
+
+def refusing_plain_secrets(error: ConfigError | None, stack_file: StackFile) -> ConfigError | None:
+    """`error` (a config's problems, or None) with the stack file's plain secrets added."""
+    plain = plain_secrets(stack_file)
+    if error is None:
+        return ConfigError(plain) if plain else None
+    return error.with_problems(sorted({*error.problems, *plain}, key=problem_order))
 
 
 def _stack_file(text: str, path: Path) -> StackFile:
@@ -159,15 +183,17 @@ def stack_file_from_document(document: Any, path: Path) -> StackFile:
         raise _fail(path, "its `config:` section must be a mapping of `namespace:key: value`")
     config: dict[str, str] = {}
     secret_keys: list[str] = []
+    sealed: list[tuple[int | str, ...]] = []
     problems = []
     for key, value in raw_config.items():
         if not isinstance(key, str) or ":" not in key:
             problems.append(Problem(str(key), "config keys are namespaced: write inference-platform:<key>", (key,)))
             continue
-        unsealed, secret = _unseal(value)
+        unsealed, where = _unseal(value, (key,))
         config[key] = wire_value(unsealed)
-        if secret:
+        if where:
             secret_keys.append(key)
+            sealed += where
     if problems:
         raise ConfigError(problems)
-    return StackFile(path=path, config=config, secret_keys=secret_keys)
+    return StackFile(path=path, config=config, secret_keys=secret_keys, sealed=frozenset(sealed))

@@ -17,22 +17,35 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from inference_platform.config.errors import ConfigError, Discriminated, Problem, problems_from_validation
+from inference_platform.config.errors import (
+    ConfigError,
+    Discriminated,
+    Problem,
+    format_path,
+    named_in,
+    problems_from_validation,
+)
 
 _LIBRARY = Path(__file__).resolve().parent.parent
 
 
 class ConfigModel(BaseModel):
+    # strict: a value is of the type the model says, never converted: a boolean is not a number
+    # (`weight: true` is not 1) nor a string, a string not a number. A stack file's values keep their
+    # YAML types (the Pulumi CLI JSON-encodes each top-level object, and no top-level setting is a
+    # bare number or boolean); floats take whole numbers; fields whose values arrive as lists from
+    # outputs (tuples) say strict=False.
     model_config = ConfigDict(
         extra="forbid",
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,
         str_strip_whitespace=False,
+        strict=True,
     )
 
     REPORTED_UNIONS: ClassVar[tuple[Discriminated, ...]] = ()
@@ -47,11 +60,16 @@ class ConfigModel(BaseModel):
             return cls.model_validate(data)
         except ValidationError as error:
             position = _caller()
-            problems = [
-                Problem(p.path, p.message, p.loc, position)
-                for p in problems_from_validation(error, cls.REPORTED_UNIONS)
-            ]
+            found = problems_from_validation(error, cls.REPORTED_UNIONS, model=cls)
+            problems = [_named(p, data, position) for p in found]
             raise ConfigError(problems, subject=cls.__name__) from None
+
+
+def _named(problem: Problem, data: Any, position: str) -> Problem:
+    """A problem of data a program validated, at the program's line, its items named by their `name`."""
+    keys = problem.keys
+    path = named_in(keys, data) if format_path(keys) == problem.path else problem.path
+    return Problem(path, problem.message, keys, position)
 
 
 def _caller() -> str:
@@ -89,8 +107,22 @@ def validation_config_error(
         if not _in(Path(frame.tb_frame.f_code.co_filename), _LIBRARY, pydantic_dir):
             position = _where(frame.tb_frame.f_code.co_filename, frame.tb_lineno)
             break
-    problems = [Problem(p.path, p.message, p.loc, position) for p in problems_from_validation(error, unions)]
+    data, model = _validated(frames, pydantic_dir)
+    problems = [_named(p, data, position) for p in problems_from_validation(error, unions, model=model)]
     return ConfigError(problems, subject=error.title)
+
+
+def _validated(frames: list[TracebackType], pydantic_dir: Path) -> tuple[Any, type[BaseModel] | None]:
+    """What the program gave pydantic to validate (its constructor's keyword arguments or
+    model_validate's object) and the model, from the first of pydantic's frames; None where not there."""
+    for frame in frames:
+        if _in(Path(frame.tb_frame.f_code.co_filename), pydantic_dir):
+            names = frame.tb_frame.f_locals
+            if frame.tb_frame.f_code.co_name == "__init__" and isinstance(names.get("data"), Mapping):
+                return names["data"], type(names["self"]) if "self" in names else None
+            if frame.tb_frame.f_code.co_name == "model_validate":
+                return names.get("obj"), names.get("cls")
+    return None, None
 
 
 def config_problems(problems: list[tuple[str, str]]) -> PydanticCustomError:
@@ -260,6 +292,17 @@ def duration_nanoseconds(value: str) -> Fraction:
     )
 
 
+def check_not_bare_number(value: Any) -> Any:
+    """A duration written as a bare number (`timeout: 60`) refused with the form to write instead."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise PydanticCustomError(
+            "duration_number",
+            "{value} is a bare number: write a duration with its unit ({value}s, {value}ms, {value}m)",
+            {"value": value},
+        )
+    return value
+
+
 def check_duration(value: str) -> str:
     if not _DURATION.match(value):
         raise PydanticCustomError(
@@ -335,7 +378,7 @@ DNSSubdomain = Annotated[str, AfterValidator(check_dns1123_subdomain), DNS1123_S
 Quantity = Annotated[str | int | float, AfterValidator(check_quantity), QUANTITY_RULE]
 """A Kubernetes resource quantity, kept as the string the API server will see."""
 
-Duration = Annotated[str, AfterValidator(check_duration), DURATION_RULE]
+Duration = Annotated[str, BeforeValidator(check_not_bare_number), AfterValidator(check_duration), DURATION_RULE]
 
 Labels = Annotated[dict[str, str], AfterValidator(check_labels), LABELS_RULE]
 """Kubernetes labels (or a label selector's matchLabels)."""

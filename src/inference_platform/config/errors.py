@@ -6,12 +6,16 @@ path: sentence`); the CLI adds that (cli/positions.py), from each problem's path
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Iterable, Sequence
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Union
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_snake
 
 Loc = tuple[int | str, ...]
 """A path as keys and list indexes: ('models', 0, 'versions', 1, 'weight')."""
@@ -105,6 +109,40 @@ def format_path(loc: Sequence[int | str]) -> str:
     return out
 
 
+MAX_SHOWN_NAME = 63
+"""A name longer than any Kubernetes name is not a name to show in full."""
+
+
+def item_name(item: Any) -> str | None:
+    """An item's own `name`, as reports show it beside the item's index."""
+    name = item.get("name") if isinstance(item, Mapping) else None
+    if not isinstance(name, str):
+        return None
+    return name if len(name) <= MAX_SHOWN_NAME else name[: MAX_SHOWN_NAME - 3] + "..."
+
+
+def _child(node: Any, key: int | str) -> Any:
+    if isinstance(node, Mapping) and isinstance(key, str):
+        return node.get(key, node.get(to_snake(key)))
+    if isinstance(node, Sequence) and not isinstance(node, str) and isinstance(key, int) and 0 <= key < len(node):
+        return node[key]
+    return None
+
+
+def named_in(keys: Sequence[int | str], data: Any) -> str:
+    """A path in data a program validated, each mapping on the way that has a `name` named beside its
+    key or index: model (llama).versions[1] (v2).wieght, as a stack file's report names its items."""
+    out = ""
+    node = data
+    for part in keys:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+        node = _child(node, part)
+        name = item_name(node)
+        if name is not None:
+            out += f" ({name})"
+    return out
+
+
 _PATH_PART = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
 
 
@@ -147,53 +185,156 @@ def _strip_tags(loc: Sequence[int | str], unions: Sequence[Discriminated]) -> tu
     return out, selected
 
 
+# Pydantic's (strict) type errors, in the words of a stack file.
+_SCALAR_TYPES = {
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+}
+
+
+def _yaml_shown(value: Any) -> str:
+    """A value as the stack file wrote it: true, 60, 'text' (quoted: a string), [..]."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null (an empty value)"
+    if isinstance(value, str):
+        return f"the string {_shown(value)}"
+    return _shown(value)
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def did_you_mean(given: Any, choices: Iterable[str]) -> str:
+    """`: did you mean 'exclusive'?` where one of `choices` is close to `given` (difflib), else ''."""
+    close = difflib.get_close_matches(str(given), list(choices), n=1, cutoff=0.6)
+    return f": did you mean {close[0]!r}?" if close else ""
+
+
+def _unknown(what: str, given: Any, allowed: Sequence[str]) -> str:
+    """A value that is none of `allowed`, with the one it was probably meant to be."""
+    hint = did_you_mean(given, allowed)
+    if hint:
+        return f"unknown {what} {_shown(given)}{hint} (one of {', '.join(allowed)})"
+    return f"unknown {what} {_shown(given)}: use one of {', '.join(allowed)}"
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The types a field's annotation holds a value of: Optional's, a union's, Annotated's type."""
+    if typing.get_origin(annotation) is Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        return [inner for arg in typing.get_args(annotation) for inner in _unwrap(arg)]
+    return [annotation]
+
+
+def _field_types(model: type[BaseModel], key: int | str) -> list[Any]:
+    info = next((i for n, i in model.model_fields.items() if key in (n, i.alias)), None)
+    return _unwrap(info.annotation) if info is not None else []
+
+
+def _settings_at(model: type[BaseModel] | None, loc: Sequence[int | str]) -> list[str]:
+    """The settings (keys) of the config model at `loc` (a path with the discriminators' values
+    in it, as pydantic gives it) below `model`; [] where the path leads to no model."""
+    current: list[Any] = [model] if model is not None else []
+    for part in loc:
+        models = [t for t in current if isinstance(t, type) and issubclass(t, BaseModel)]
+        tagged = [m for m in models if _tag_of(m) == part]
+        if tagged:
+            current = tagged
+            continue
+        following: list[Any] = []
+        for option in current:
+            origin, args = typing.get_origin(option), typing.get_args(option)
+            if isinstance(part, int) and origin in (list, tuple) and args:
+                following += _unwrap(args[0])
+            elif isinstance(part, str) and origin is dict and len(args) == 2:
+                following += _unwrap(args[1])
+            elif isinstance(option, type) and issubclass(option, BaseModel):
+                following += _field_types(option, part)
+        current = following
+    models = [t for t in current if isinstance(t, type) and issubclass(t, BaseModel)]
+    return [info.alias or name for m in models[:1] for name, info in m.model_fields.items()]
+
+
+def _tag_of(model: type[BaseModel]) -> str | None:
+    """The value a variant of a discriminated union is chosen by (its Literal runtime or mode)."""
+    for name in ("runtime", "mode"):
+        info = model.model_fields.get(name)
+        args = typing.get_args(info.annotation) if info is not None else ()
+        if len(args) == 1 and isinstance(args[0], str):
+            return args[0]
+    return None
+
+
+_QUOTED = re.compile(r"'([^']*)'")
+
+
 def _message(
-    item: Any, loc: list[int | str], unions: Sequence[Discriminated], selected: _Selected | None
+    item: Any,
+    loc: list[int | str],
+    unions: Sequence[Discriminated],
+    selected: _Selected | None,
+    settings: Sequence[str] = (),
 ) -> tuple[str, str]:
-    """(extra path, sentence) for one pydantic error."""
+    """(extra path, sentence) for one pydantic error; `settings`: those of the model that holds the
+    path's last key (for an unknown one's "did you mean")."""
     kind = item["type"]
     ctx = item.get("ctx") or {}
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         discriminator = str(ctx["discriminator"]).strip("'")
         union = next(u for u in unions if u.key == discriminator)
         if kind == "union_tag_invalid":
-            return discriminator, f"unknown {union.what} {ctx['tag']!r}: use one of {', '.join(union.tags)}"
+            return discriminator, _unknown(union.what, ctx["tag"], union.tags)
         return discriminator, f"required: set {discriminator} to one of {', '.join(union.tags)}"
     if kind == "extra_forbidden":
+        hint = did_you_mean(loc[-1], settings)
         if selected is not None and len(loc) == selected.depth + 1:
-            return "", f"{loc[-1]!r} is not a setting of the {selected.tag} {selected.union.what}"
-        return "", f"unknown setting {loc[-1]!r}: check its spelling"
+            return "", f"{loc[-1]!r} is not a setting of the {selected.tag} {selected.union.what}{hint}"
+        return "", f"unknown setting {loc[-1]!r}{hint or ': check its spelling'}"
+    if kind in ("literal_error", "enum") and isinstance(item["input"], str):
+        return "", _unknown("value", item["input"], _QUOTED.findall(str(ctx.get("expected", ""))))
     if kind == "missing":
         return "", "required, but not set"
     if kind == "too_short" and ctx.get("min_length") == 1:
         return "", "must not be empty"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return "", f"must be a mapping of settings, not {_shown(item['input'])}"
+    if kind in _SCALAR_TYPES:
+        return "", f"must be {_SCALAR_TYPES[kind]}, not {_yaml_shown(item['input'])}"
     message = str(item["msg"])
-    if not kind.startswith(("dns", "quantity", "duration", "model_uri")):
+    if not kind.startswith(("dns", "quantity", "duration", "model_uri", "union_mismatch")):
         message += f" (got {_shown(item['input'])})"
     return "", message
 
 
 def problems_from_validation(
-    error: ValidationError, unions: Sequence[Discriminated] = (), prefix: Sequence[int | str] = ()
+    error: ValidationError,
+    unions: Sequence[Discriminated] = (),
+    prefix: Sequence[int | str] = (),
+    model: type[BaseModel] | None = None,
 ) -> list[Problem]:
     """Every problem of a failed validation, sorted by path; `unions` are the discriminated unions
-    the validated model holds."""
-    return problems_from_errors(error.errors(include_url=False), unions, prefix)
+    the validated model holds, `model` the model (for "did you mean" an unknown key's setting)."""
+    return problems_from_errors(error.errors(include_url=False), unions, prefix, model)
 
 
 def problems_from_errors(
-    errors: Iterable[Any], unions: Sequence[Discriminated] = (), prefix: Sequence[int | str] = ()
+    errors: Iterable[Any],
+    unions: Sequence[Discriminated] = (),
+    prefix: Sequence[int | str] = (),
+    model: type[BaseModel] | None = None,
 ) -> list[Problem]:
     """Every problem of pydantic's error items (a validation's, or config/partial.py's), sorted by path."""
     problems: list[Problem] = []
-    for item in errors:
+    for item in _one_per_union(list(errors)):
+        settings = _settings_at(model, item["loc"][:-1]) if item["type"] == "extra_forbidden" else []
         loc, selected = _strip_tags([*prefix, *item["loc"]], unions)
         path = format_path(loc)
         if item["type"] == "config_problem":
@@ -202,9 +343,51 @@ def problems_from_errors(
                 for rel, message in item["ctx"]["problems"]
             ]
             continue
-        extra, message = _message(item, loc, unions, selected)
+        extra, message = _message(item, loc, unions, selected, settings)
         problems.append(Problem(join_path(path, extra), message, (*loc, *parse_path(extra))))
     return sorted(set(problems), key=problem_order)
+
+
+# How pydantic labels the variant of a union (tried one after another) in an error's path: a type
+# (str, int, list[...]), a model's class name, a validator (function-after[...]).
+_VARIANT = re.compile(
+    r"^(str|int|float|bool|bytes|none|decimal|(list|dict|tuple|set|literal|nullable|lax-or-strict|json-or-python|"
+    r"function-(after|before|wrap|plain)|constrained-\w+|tagged-union|chain|is-instance)\[.*\]|[A-Z][A-Za-z0-9]*)$"
+)
+
+
+def _variant_at(loc: Sequence[int | str]) -> int | None:
+    return next((i for i, part in enumerate(loc) if isinstance(part, str) and _VARIANT.match(part)), None)
+
+
+def _one_per_union(items: list[Any]) -> list[Any]:
+    """A value no variant of a (smart) union took is one mistake, not one per variant: the errors
+    whose paths part at a union's variants, as one error at the union's own path."""
+    groups: dict[tuple[int | str, ...], list[Any]] = {}
+    for item in items:
+        at = _variant_at(item["loc"])
+        if at is not None:
+            groups.setdefault(tuple(item["loc"][:at]), []).append(item)
+    unions = {
+        prefix: group for prefix, group in groups.items() if len({item["loc"][len(prefix)] for item in group}) > 1
+    }
+    kept = [item for item in items if not any(item in group for group in unions.values())]
+    for prefix, group in unions.items():
+        wanted = list(dict.fromkeys(_wanted(item) for item in group))
+        value = next((item["input"] for item in group if len(item["loc"]) == len(prefix) + 1), group[0]["input"])
+        either = " or ".join([", ".join(wanted[:-1]), wanted[-1]] if len(wanted) > 1 else wanted)
+        message = f"must be {either}, not {_yaml_shown(value)}"
+        kept.append({"type": "union_mismatch", "loc": prefix, "msg": message, "input": value})
+    return kept
+
+
+def _wanted(item: Any) -> str:
+    """What a union's variant wanted, as a noun (a number, a mapping of settings)."""
+    if item["type"] in _SCALAR_TYPES:
+        return _SCALAR_TYPES[item["type"]]
+    if item["type"] in ("dict_type", "model_type", "model_attributes_type"):
+        return "a mapping of settings"
+    return str(item["msg"]).removeprefix("Input should be ")
 
 
 def problem_order(problem: Problem) -> tuple[list[tuple[int, int | str]], str]:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Union
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -53,7 +53,7 @@ def parsed(instance: BaseModel, name: str) -> bool:
 
 def validate_partially(model: type[BaseModel], data: Any) -> Partial:
     found = Partial()
-    _Walk(found).model(model, data, ())
+    _Walk(found, strict=model.model_config.get("strict")).model(model, data, ())
     return found
 
 
@@ -93,17 +93,26 @@ def _plain(model: type[BaseModel]) -> bool:
 
 
 class _Walk:
-    def __init__(self, found: Partial) -> None:
+    def __init__(self, found: Partial, strict: bool | None = None) -> None:
         self.found = found
+        self.strict = strict
+        """The root model's strictness, which a value validated on its own (outside its model) keeps."""
 
     def errors(self, error: ValidationError, loc: Loc) -> None:
         for item in error.errors(include_url=False):
             self.found.errors.append({**item, "loc": (*loc, *item["loc"])})
 
+    def adapter(self, annotation: Any) -> TypeAdapter[Any]:
+        """A value validated outside its model, as strictly as the model (a field's own strict=False
+        still holds); a model validates as its own config says."""
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return TypeAdapter(annotation)
+        return TypeAdapter(annotation, config=ConfigDict(strict=bool(self.strict)))
+
     def whole(self, annotation: Any, raw: Any, loc: Loc) -> Any:
         """A value pydantic validates in one piece; _NOT_PARSED when it refuses it."""
         try:
-            return TypeAdapter(annotation).validate_python(raw)
+            return self.adapter(annotation).validate_python(raw)
         except ValidationError as error:
             self.errors(error, loc)
             # Inside a model, an error other than its validators' means those did not run. (A value
@@ -176,6 +185,11 @@ class _Walk:
             return self.value(Annotated[info.annotation, FieldInfo(discriminator=info.discriminator)], raw, loc)
         if not info.metadata:
             return self.value(info.annotation, raw, loc)
+        if isinstance(info.discriminator, str):
+            # A discriminated union with validators of its own (gpu's short form): validated whole,
+            # as the union it is (without its discriminator, pydantic would try every variant).
+            discriminated = FieldInfo(discriminator=info.discriminator)
+            return self.whole(Annotated[(info.annotation, discriminated, *info.metadata)], raw, loc)
         if typing.get_origin(info.annotation) is list:
             # Constraints on the list itself (min_length) are checked on it whole, then its items one by one.
             if self.whole(Annotated[(list[Any], *info.metadata)], raw, loc) is _NOT_PARSED:

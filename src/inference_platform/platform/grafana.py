@@ -4,13 +4,14 @@ model comparing its versions (analysis/dashboards.py), provisioned from files, n
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import pulumi
 from pydantic import Field
 
 from inference_platform import pins
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain
+from inference_platform.config.secrets import SECRET
 from inference_platform.kube import register
 from inference_platform.platform import pod_security
 from inference_platform.platform.helm import chart, dependencies, merge_values, own_namespace
@@ -34,7 +35,7 @@ DASHBOARDS_LABEL_VALUE = "inference-platform"
 class GrafanaConfig(ConfigModel):
     enabled: bool = Field(default=False, description="Dashboards comparing each model's versions.")
     namespace: DNS1123Label = Field(default="monitoring", description="Grafana's namespace.")
-    admin_password: str | None = Field(
+    admin_password: Annotated[str | None, SECRET] = Field(
         default=None,
         description="Required when enabled; a Pulumi secret (`pulumi config set --secret --path "
         "'platform.grafana.adminPassword'`). Never left to the chart, which would invent a new one on every render.",

@@ -37,7 +37,8 @@ class Workload(ConfigModel):
     name: DNS1123Label
     namespace: DNS1123Label
     service_account: DNS1123Label
-    ports: tuple[int, ...] = Field(description="The serving ports callers may reach.")
+    # Not strict: a tuple arrives as a list from outputs and JSON.
+    ports: tuple[int, ...] = Field(strict=False, description="The serving ports callers may reach.")
     wakes_through: HttpAddOnRef | None = Field(
         default=None, description="Set when it sleeps at zero replicas: callers reach it through the interceptor."
     )

@@ -12,6 +12,7 @@ mounted from its claim (the model's own volume when the claim is the same).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -30,6 +31,7 @@ from inference_platform.config.base import (
     config_problems,
     quantity_sum,
 )
+from inference_platform.config.secrets import SECRET
 
 MOUNTED_SCHEMES = ("pvc",)
 DOWNLOADED_SCHEMES = ("s3", "gs", "http", "https", "hf")
@@ -68,12 +70,49 @@ def check_model_uri(value: str) -> str:
             raise _fail("path", "'{value}' needs a path inside the claim: write pvc://<claim>/<path>", value)
         check_dns1123_subdomain(parts.netloc)
     elif parts.scheme == "hf":
-        # The storage initializer accepts exactly hf://<owner>/<model>[:<revision>].
-        if not path or "/" in path:
-            raise _fail("hf", "'{value}' must be hf://<owner>/<model> or hf://<owner>/<model>:<revision>", value)
+        _check_hf(value)
     elif parts.scheme in ("http", "https") and (not path or path.endswith("/")):
         raise _fail("http", "'{value}' must name a file (an archive is unpacked): a URL ending in a file name", value)
     return value
+
+
+# hf://<owner>/<model>[:<revision>]: the revision is whatever the Hub takes, a branch (slashes
+# too), a tag, refs/pr/<n> or a commit hash: a git ref name, which never holds a colon.
+_HF_URI = re.compile(r"^hf://(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)(?::(?P<revision>.+))?$")
+# git check-ref-format's rules for a ref name (the Hub's branches and tags are git refs).
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
+
+
+def _check_hf(value: str) -> None:
+    found = _HF_URI.match(value)
+    if found is None:
+        raise _fail("hf", "'{value}' must be hf://<owner>/<model> or hf://<owner>/<model>:<revision>", value)
+    revision = found["revision"]
+    if revision is not None and not _is_ref_name(revision):
+        raise _fail(
+            "hf",
+            "'{value}' has a revision the Hub cannot hold: a branch, a tag, refs/pr/<n> or a commit hash "
+            "(no spaces, '..', '~^:?*[\\', or a part that starts with '.' or ends with '.lock')",
+            value,
+        )
+
+
+def _is_ref_name(revision: str) -> bool:
+    """Whether git (and so the Hub) takes `revision` as a branch or tag name, a ref or a commit hash."""
+    parts = revision.split("/")
+    return not (
+        _REF_FORBIDDEN.search(revision)
+        or revision == "@"
+        or revision.endswith(".")
+        or any(not part or part.startswith(".") or part.endswith(".lock") for part in parts)
+    )
+
+
+def hf_parts(model_uri: str) -> tuple[str, str | None]:
+    """(repository, revision or None) of a valid hf:// URI."""
+    found = _HF_URI.match(model_uri)
+    assert found is not None, model_uri
+    return found["repo"], found["revision"]
 
 
 def _any_case(scheme: str) -> str:
@@ -124,10 +163,10 @@ class S3Settings(ConfigModel):
     )
     region: str | None = Field(default=None, description="The bucket's region.")
     verify_ssl: bool = Field(default=True, description="Verify the endpoint's TLS certificate.")
-    access_key_id: str | None = Field(
+    access_key_id: Annotated[str | None, SECRET] = Field(
         default=None, description="The access key id; set it with pulumi config set --secret --path."
     )
-    secret_access_key: str | None = Field(
+    secret_access_key: Annotated[str | None, SECRET] = Field(
         default=None, description="The secret access key; set it with pulumi config set --secret --path."
     )
     anonymous: bool = Field(
@@ -161,11 +200,15 @@ class S3Settings(ConfigModel):
 
 
 class GcsSettings(ConfigModel):
-    service_account_key: str = Field(description="The JSON key of a service account (a Pulumi secret).")
+    service_account_key: Annotated[str, SECRET] = Field(
+        description="The JSON key of a service account (a Pulumi secret)."
+    )
 
 
 class HuggingFaceSettings(ConfigModel):
-    token: str = Field(description="An access token for gated or private repositories (a Pulumi secret).")
+    token: Annotated[str, SECRET] = Field(
+        description="An access token for gated or private repositories (a Pulumi secret)."
+    )
 
 
 class StorageCredentials(ConfigModel):
@@ -254,6 +297,25 @@ def initializer_env(scheme: str, access: StorageAccess | None) -> tuple[list[dic
     return env, bool(credentials)
 
 
+# KServe's storage initializer splits an hf:// URI at every '/' and refuses more than two parts:
+# a revision with a slash (refs/pr/7, a branch feature/x) goes to huggingface_hub's
+# snapshot_download directly (what the initializer calls), in the same image, its parts as
+# arguments of their own: no shell, nothing to quote.
+HF_DOWNLOAD = (
+    "import sys; from huggingface_hub import snapshot_download; "
+    "snapshot_download(repo_id=sys.argv[1], revision=sys.argv[2], local_dir=sys.argv[3])"
+)
+
+
+def initializer_call(model_uri: str) -> dict[str, list[str]]:
+    """The storage initializer's command and arguments for a downloaded URI."""
+    if urlsplit(model_uri).scheme == "hf":
+        repo, revision = hf_parts(model_uri)
+        if revision is not None and "/" in revision:
+            return {"command": ["python", "-c", HF_DOWNLOAD], "args": [repo, revision, DOWNLOAD_DIR]}
+    return {"args": [model_uri, DOWNLOAD_DIR]}
+
+
 def needs_s3_credentials(model_uri: str, s3_keys: bool, s3_anonymous: bool) -> bool:
     """An s3:// URI with neither keys nor anonymous access declared: never read anonymously by default."""
     return urlsplit(model_uri).scheme == "s3" and not (s3_keys or s3_anonymous)
@@ -308,7 +370,7 @@ def model_files(
     init_container: dict[str, Any] = {
         "name": container_name,
         "image": pins.STORAGE_INITIALIZER_IMAGE,
-        "args": [model_uri, DOWNLOAD_DIR],
+        **initializer_call(model_uri),
         "env": env,
         # The scheduler counts ephemeral-storage requests, not an emptyDir's sizeLimit: the writer of
         # the files requests their size, so the pod's effective request has room for them on its node.

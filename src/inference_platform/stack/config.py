@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -34,6 +34,7 @@ from inference_platform.config.errors import (
 from inference_platform.config.limits import nesting_problem
 from inference_platform.config.partial import parsed, validate_partially
 from inference_platform.config.project import PROJECT as PROJECT  # noqa: PLC0414 (re-exported)
+from inference_platform.config.secrets import SecretPath, plain_secret_problems
 from inference_platform.platform.ascend_device_plugin import AscendDevicePluginConfig
 from inference_platform.platform.dcgm_exporter import DcgmExporterConfig
 from inference_platform.platform.gpu_nodes import GpuNodes
@@ -691,26 +692,43 @@ def decode_within_limits(
     return decoded, too_deep
 
 
-def parse_stack_config(values: Mapping[str, Any], checked: Collection[str] = ()) -> StackConfig:
+def parse_stack_config(
+    values: Mapping[str, Any], checked: Collection[str] = (), sealed: Callable[[SecretPath], bool] | None = None
+) -> StackConfig:
     """Validate the project's config keys (without the `inference-platform:` prefix); `checked`
-    as for `decode_within_limits`.
+    as for `decode_within_limits`. With `sealed` (whether a secret setting's value was a Pulumi
+    secret), a secret setting written in plain text is a problem too (config/secrets.py).
 
     Raises ConfigError listing every problem with its path.
     """
     decoded, too_deep = decode_within_limits(values, checked)
     if too_deep:
         raise ConfigError(too_deep)
+    plain = plain_secret_problems(StackConfig, decoded, sealed) if sealed is not None else []
     try:
-        return StackConfig.model_validate(decoded)
+        config = StackConfig.model_validate(decoded)
     except ValidationError as error:
-        raise every_problem(StackConfig, decoded, error) from None
+        found = every_problem(StackConfig, decoded, error)
+        raise found.with_problems(sorted({*found.problems, *plain}, key=problem_order)) from None
+    if plain:
+        raise ConfigError(plain)
+    return config
+
+
+def pulumi_sealed(is_secret: Callable[[str], bool]) -> Callable[[SecretPath], bool]:
+    """Whether a setting was a secret, as far as the Pulumi CLI tells a program: it names the
+    top-level keys that hold a secret (`is_secret`, pulumi.runtime.config.is_config_secret), so
+    a plain value beside a secret one under the same key passes."""
+    return lambda path: is_secret(f"{PROJECT}:{path[0]}")
 
 
 def every_problem(model: type[BaseModel], data: Any, error: ValidationError) -> ConfigError:
     """The ConfigError of a config pydantic refused, with every independent problem in it: pydantic
     stops at the first problem of each model, so look again, piece by piece (config/partial.py)."""
     partial = validate_partially(model, data)
-    found = set(problems_from_validation(error, UNIONS)) | set(problems_from_errors(partial.errors, UNIONS))
+    found = set(problems_from_validation(error, UNIONS, model=model)) | set(
+        problems_from_errors(partial.errors, UNIONS, model=model)
+    )
     return ConfigError(sorted(found, key=problem_order), incomplete=partial.incomplete)
 
 

@@ -28,6 +28,7 @@ from inference_platform.analysis import comparison
 from inference_platform.analysis.dashboards import model_dashboard
 from inference_platform.config.base import ConfigModel, DNS1123Label, DNSSubdomain
 from inference_platform.config.errors import ConfigError, Problem, format_path
+from inference_platform.config.secrets import secret_paths
 from inference_platform.kube import register
 from inference_platform.platform import grafana, prometheus
 from inference_platform.platform.keda import KedaRef
@@ -74,15 +75,10 @@ FACTS_OUTPUT = "inferencePlatform"
 """The platform stack's output its shards read through their StackReference: the platform as a
 shard's models need it, and the environment's other models and pipelines."""
 SECRET = "[secret]"
-# Secret settings a platform stack holds: never exported, a placeholder in their place.
+# Secret settings a platform stack holds (marked SECRET in their models): never exported, a
+# placeholder in their place.
 SECRET_KEYS = {
-    "platform": (("grafana", "adminPassword"),),
-    "storage": (
-        ("s3", "accessKeyId"),
-        ("s3", "secretAccessKey"),
-        ("gcs", "serviceAccountKey"),
-        ("huggingface", "token"),
-    ),
+    key: tuple(path[1:] for path in secret_paths(StackConfig) if path[0] == key) for key in ("platform", "storage")
 }
 RULES_CONFIG_MAP = "inference-rules-{stack}"
 DASHBOARDS_CONFIG_MAP = "inference-dashboards-{stack}"
@@ -106,8 +102,11 @@ class DirectoryEntry(ConfigModel):
 class StackUsage(ConfigModel):
     """What one shard's models hold in accelerators, as the platform last planned the shard alone."""
 
-    gpus: tuple[int, int, int] = Field(description="GPUs at minimum replicas, awake and at peak.")
-    npus: dict[str, tuple[int, int, int]] = Field(default_factory=dict, description="NPUs by Ascend type.")
+    # Not strict: tuples arrive as lists from the platform stack's outputs.
+    gpus: tuple[int, int, int] = Field(strict=False, description="GPUs at minimum replicas, awake and at peak.")
+    npus: dict[str, tuple[int, int, int]] = Field(
+        strict=False, default_factory=dict, description="NPUs by Ascend type."
+    )
 
 
 class PlatformFacts(ConfigModel):
@@ -530,7 +529,11 @@ def read_facts(stack: str, outputs: Any, reference: str, project: str) -> Platfo
         if raw is None:
             raise ValueError(f"no {FACTS_OUTPUT} output")
         # A JSON document; a platform stack deployed before it was one exported the same as a mapping.
-        facts = PlatformFacts.model_validate_json(raw) if isinstance(raw, str) else PlatformFacts.model_validate(raw)
+        facts = (
+            PlatformFacts.model_validate_json(raw)
+            if isinstance(raw, str)
+            else PlatformFacts.model_validate(raw, strict=False)
+        )
     except (ValueError, ValidationError):
         message = (
             f"{reference} is not a platform stack: its outputs have no {FACTS_OUTPUT} (a one-stack environment, "

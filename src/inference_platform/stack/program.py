@@ -16,8 +16,15 @@ import pulumi
 import pulumi.runtime.config
 
 from inference_platform.config.errors import ConfigError
+from inference_platform.config.secrets import plain_secret_problems
 from inference_platform.stack import fleet
-from inference_platform.stack.config import StackConfig, decode_value, parse_stack_config, project_values
+from inference_platform.stack.config import (
+    StackConfig,
+    decode_value,
+    parse_stack_config,
+    project_values,
+    pulumi_sealed,
+)
 from inference_platform.stack.deploy import deploy
 
 StackReader = Callable[[str], Mapping[str, Any]]
@@ -26,7 +33,8 @@ StackReader = Callable[[str], Mapping[str, Any]]
 
 def load_stack_config() -> StackConfig:
     """The stack's config as the engine (or the offline render) handed it to this process."""
-    return parse_stack_config(project_values(pulumi.runtime.config.CONFIG.get()))
+    sealed = pulumi_sealed(pulumi.runtime.config.is_config_secret)
+    return parse_stack_config(project_values(pulumi.runtime.config.CONFIG.get()), sealed=sealed)
 
 
 def _fail(error: ConfigError) -> pulumi.RunError:
@@ -38,6 +46,8 @@ def run(read_stack: StackReader | None = None) -> None:
     values = project_values(pulumi.runtime.config.CONFIG.get())
     kind = fleet.stack_kind(values)
     try:
+        if kind != "single":
+            _refuse_plain_secrets(values)
         if kind == "platform":
             if read_stack is None:
                 raise pulumi.RunError("a platform stack reads its shards' stack files: run it through infra/")
@@ -54,6 +64,15 @@ def run(read_stack: StackReader | None = None) -> None:
         raise _fail(error) from None
     for name, value in outputs.items():
         pulumi.export(name, value)
+
+
+def _refuse_plain_secrets(values: Mapping[str, Any]) -> None:
+    """A platform stack's or a shard's secret settings in plain text (a whole environment's stack
+    checks its own as it parses them)."""
+    decoded = {key: decode_value(value) for key, value in values.items()}
+    problems = plain_secret_problems(StackConfig, decoded, pulumi_sealed(pulumi.runtime.config.is_config_secret))
+    if problems:
+        raise ConfigError(problems)
 
 
 def _run_shard(values: Mapping[str, Any]) -> None:

@@ -75,7 +75,7 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
     ("vllm", {"gpuMemoryUtilization": 0}, [(f"{MODEL}.gpuMemoryUtilization", "greater than 0")]),
     ("vllm", {"maxModelLen": 0}, [(f"{MODEL}.maxModelLen", "greater than or equal to 1")]),
     ("vllm", {"shmSize": "2G"}, [(f"{MODEL}.shmSize", "should match pattern")]),
-    ("vllm", {"dtype": "int8"}, [(f"{MODEL}.dtype", "Input should be 'auto'")]),
+    ("vllm", {"dtype": "int8"}, [(f"{MODEL}.dtype", "unknown value 'int8': use one of auto, half")]),
     ("vllm", {"format": "onnx"}, [(f"{MODEL}.format", "'format' is not a setting of the vllm runtime")]),
     (
         "tfserving",
@@ -114,7 +114,11 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
     ("triton-llm", {"gpu": {"mode": "exclusive", "count": 2}}, [(f"{MODEL}.gpu", "one GPU per pod")]),
     ("triton-llm", {"engine": "/engines/mistral"}, [(f"{MODEL}.engine", "should match pattern")]),
     ("triton-llm", {"maxBatchSize": 5000}, [(f"{MODEL}.maxBatchSize", "less than or equal to 4096")]),
-    ("triton-llm", {"batchingStrategy": "static"}, [(f"{MODEL}.batchingStrategy", "Input should be")]),
+    (
+        "triton-llm",
+        {"batchingStrategy": "static"},
+        [(f"{MODEL}.batchingStrategy", "unknown value 'static': use one of")],
+    ),
     ("triton-llm", {"kvCacheFreeGpuMemFraction": 0}, [(f"{MODEL}.kvCacheFreeGpuMemFraction", "greater than 0")]),
     ("torchserve", {"batching": {}}, [(f"{MODEL}.batching", "'batching' is not a setting of the torchserve runtime")]),
     (
@@ -139,7 +143,7 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
     (
         "triton",
         {"inputs": [{"name": "x", "dataType": "FLOAT", "dims": [4]}]},
-        [(f"{MODEL}.inputs[0].dataType", "Input should be 'BOOL'")],
+        [(f"{MODEL}.inputs[0].dataType", "unknown value 'FLOAT': use one of BOOL")],
     ),
     (
         "triton",
@@ -170,7 +174,11 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
         },
         [(f"{MODEL}.versions[1].name", "Triton numbers versions")],
     ),
-    ("mlserver", {"format": "onnx"}, [(f"{MODEL}.format", "Input should be 'sklearn', 'xgboost' or 'lightgbm'")]),
+    (
+        "mlserver",
+        {"format": "onnx"},
+        [(f"{MODEL}.format", "unknown value 'onnx': use one of sklearn, xgboost, lightgbm")],
+    ),
     ("mlserver", {"parallelWorkers": -1}, [(f"{MODEL}.parallelWorkers", "greater than or equal to 0")]),
     ("mlserver", {"maxBatchTime": 61}, [(f"{MODEL}.maxBatchTime", "less than or equal to 60")]),
     (
