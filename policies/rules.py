@@ -191,9 +191,31 @@ def _selects(selector: Mapping[str, Any] | None, labels: Mapping[str, Any]) -> b
     return bool(match) and all(labels.get(k) == v for k, v in match.items())
 
 
+def shadow_workloads(items: list[tuple[str, Mapping[str, Any]]]) -> set[str]:
+    """The Deployments of shadow versions: what routes only mirror to (a VirtualService's mirrors,
+    `<model>.<namespace>...` subset `<version>`; an HTTPRoute's RequestMirror filters, the version's
+    Service), never send live requests to."""
+    mirrored: set[str] = set()
+    for resource_type, props in items:
+        for rule in (_get(props, "spec", "http") or []) if resource_type == VIRTUAL_SERVICE else []:
+            for mirror in rule.get("mirrors") or [] if isinstance(rule, Mapping) else []:
+                host, subset = _get(mirror, "destination", "host"), _get(mirror, "destination", "subset")
+                if isinstance(host, str) and isinstance(subset, str):
+                    mirrored.add(f"{host.split('.')[0]}-{subset}")
+        for rule in (_get(props, "spec", "rules") or []) if resource_type == HTTP_ROUTE else []:
+            for route_filter in rule.get("filters") or [] if isinstance(rule, Mapping) else []:
+                name = _get(route_filter, "requestMirror", "backendRef", "name")
+                if isinstance(name, str):
+                    mirrored.add(name)
+    return mirrored
+
+
 def too_few_replicas(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """Each model Deployment runs at least two replicas, fixed or as the autoscaler's floor."""
+    """Each model Deployment that takes live requests runs at least two replicas, fixed or as the
+    autoscaler's floor. A shadow (its floor 1 by default) is exempt: a drain of its one pod pauses
+    the comparison of its answers, and no client's request waits on it."""
     items = list(resources)
+    shadows = shadow_workloads(items)
     floors = {
         _get(props, "spec", "scaleTargetRef", "name"): _get(props, "spec", "minReplicas") or 1
         for resource_type, props in items
@@ -205,7 +227,7 @@ def too_few_replicas(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> list
             continue
         name = _get(props, "metadata", "name")
         replicas = floors.get(name, _get(props, "spec", "replicas") or 1)
-        if replicas < 2:
+        if replicas < 2 and name not in shadows:
             problems.append(f"Deployment {name!r} runs {replicas} replica: one node drain takes the version down")
     return problems
 

@@ -347,7 +347,7 @@ def test_the_issues_case_adds_up_exclusive_rows_and_packed_slices() -> None:
 
 
 def test_every_stack_adds_up() -> None:
-    assert_rows_add_up(report(full_config()))
+    assert_rows_add_up(report(full_config(decrypted=True)))
     for name in ("dev", "prod"):
         _, config = read_stack_config(ROOT / f"Pulumi.{name}.yaml")
         assert_rows_add_up(config.capacity().report_json())

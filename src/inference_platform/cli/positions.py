@@ -19,11 +19,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
-from inference_platform.config.errors import ConfigError, Loc, Problem
+from inference_platform.config.errors import ConfigError, Loc, Problem, item_name
 from inference_platform.stack.config import PROJECT
-
-# A name longer than any Kubernetes name is not a name to show in full.
-MAX_SHOWN_NAME = 63
 
 
 def file_position(path: Path, line: int, column: int) -> str:
@@ -51,13 +48,6 @@ class Location:
     """0-based, as the parser counts."""
     names: dict[int, str]
     """The `name` of each list item on the path that has one, by the item's index in the path."""
-
-
-def _item_name(item: Any) -> str | None:
-    name = item.get("name") if isinstance(item, Mapping) else None
-    if not isinstance(name, str):
-        return None
-    return name if len(name) <= MAX_SHOWN_NAME else name[: MAX_SHOWN_NAME - 3] + "..."
 
 
 def _recorded(node: CommentedBase, key: int | str) -> bool:
@@ -110,7 +100,7 @@ class PositionIndex:
             else:
                 break
             node = node[key]
-            if isinstance(key, int) and (name := _item_name(node)) is not None:
+            if isinstance(key, int) and (name := item_name(node)) is not None:
                 names[depth] = name
         return Location(line, column, names)
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from inference_platform.config.secrets import secret_fields
 from inference_platform.stack.config import PROJECT, StackConfig
 
 SCHEMA_FILE = "infra/stack-config.schema.json"
-# Settings meant to be Pulumi secrets: their values may be `{secure: <ciphertext>}` in a stack file.
-SECRET_SETTINGS = ("S3Settings", "GcsSettings", "HuggingFaceSettings")
 SECURE_VALUE = {
     "type": "object",
     "properties": {"secure": {"type": "string"}},
@@ -21,9 +20,10 @@ SECURE_VALUE = {
 def stack_file_schema() -> dict[str, Any]:
     config = StackConfig.model_json_schema(by_alias=True, mode="validation")
     definitions = config.pop("$defs", {})
-    for name in SECRET_SETTINGS:
-        for key, field in definitions[name]["properties"].items():
-            definitions[name]["properties"][key] = {"anyOf": [field, {"$ref": "#/$defs/SecureValue"}]}
+    # Settings marked secret (config/secrets.py): their values are `{secure: <ciphertext>}` in a stack file.
+    for model, key in sorted(secret_fields(StackConfig), key=lambda field: (field[0].__name__, field[1])):
+        properties = definitions[model.__name__]["properties"]
+        properties[key] = {"anyOf": [properties[key], {"$ref": "#/$defs/SecureValue"}]}
     definitions["SecureValue"] = SECURE_VALUE
     properties = {f"{PROJECT}:{key}": value for key, value in config["properties"].items()}
     required = [f"{PROJECT}:{key}" for key in config.get("required", [])]

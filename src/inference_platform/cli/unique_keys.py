@@ -20,8 +20,8 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from inference_platform.cli.positions import MAX_SHOWN_NAME, file_position, named_path
-from inference_platform.config.errors import Loc, Problem
+from inference_platform.cli.positions import file_position, named_path
+from inference_platform.config.errors import MAX_SHOWN_NAME, Loc, Problem
 from inference_platform.stack.config import PROJECT
 
 MERGE_TAG = "tag:yaml.org,2002:merge"

@@ -53,6 +53,19 @@ def secret_paths(model: type[BaseModel]) -> list[SecretPath]:
     return paths
 
 
+def secret_fields(model: type[BaseModel]) -> set[tuple[type[BaseModel], str]]:
+    """Each model (of `model` and those its fields hold) with the key of each of its fields marked
+    SECRET: where a stack file may write `{secure: <ciphertext>}` (the JSON schema's SecureValue)."""
+    fields: set[tuple[type[BaseModel], str]] = set()
+    for name, info in model.model_fields.items():
+        if any(isinstance(item, SecretMark) for item in info.metadata):
+            fields.add((model, info.alias or name))
+            continue
+        for inner in _models(info.annotation):
+            fields |= secret_fields(inner)
+    return fields
+
+
 def secret_command(path: SecretPath) -> str:
     """The command that stores a secret setting as a Pulumi secret."""
     return f"pulumi config set --secret --path '{format_path(path)}' <value>"
