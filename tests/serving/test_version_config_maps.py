@@ -22,7 +22,7 @@ CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[RenderResult, dict[str, str]]:
     config = full_config()
     path = write_stack_file(tmp_path_factory.mktemp("config-maps") / "Pulumi.full.yaml", config)
-    stack = parse_stack_config(project_values(config))
+    stack = parse_stack_config(project_values(full_config(decrypted=True)))
     versions: dict[str, str] = {f"{m.name}-{v.name}": m.runtime for m in stack.models for v in m.versions}
     return run_program("full", read_stack_file(path)), versions
 
