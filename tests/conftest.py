@@ -390,6 +390,8 @@ def full_config(decrypted: bool = False) -> dict[str, Any]:
                 {"name": "v2", "modelUri": "s3://models/mnist/2", "mirrorPercent": 10},
             ],
             "analysis": {"payloads": {"enabled": True, "minAgreement": 0.995}},
+            # A rollout that starts with a dark launch: v2 judged as a shadow (answers compared) first.
+            "rollout": {"candidate": "v2", "steps": [20, 50], "interval": "30m", "shadowFirst": {"mirrorPercent": 10}},
         },
         {
             "name": "resnet",
@@ -483,6 +485,23 @@ def full_config(decrypted: bool = False) -> dict[str, Any]:
             ],
             "maxLoras": 2,
             "analysis": {"maxTimeToFirstTokenIncreasePercent": 10},
+            # v2 rolled out by `infra rollout` (docs/rollouts.md): at its first step, as the command wrote it.
+            "rollout": {
+                "candidate": "v2",
+                "steps": [10, 25, 50],
+                "interval": "15m",
+                "failureLimit": 2,
+                "retirePrevious": True,
+                "status": {
+                    "phase": "canary",
+                    "step": 1,
+                    "primary": "v1",
+                    "baseline": {"v1": 90},
+                    "since": "2026-12-01T09:00:00Z",
+                    "decision": "advance",
+                    "reason": "started: step 1 (10 %)",
+                },
+            },
             # SGLang's queue and time to first token beside vLLM's: one adapter rule over both gauges,
             # one over both histograms.
             "autoscaling": {"minReplicas": 1, "maxReplicas": 2, "queueDepth": 4, "timeToFirstTokenP90": 1.5},

@@ -83,6 +83,21 @@ class PayloadComparisonProtocol(str, Enum):
     Torchserve = "torchserve"
 
 
+class RolloutStatusPhase(str, Enum):
+    Shadow = "shadow"
+    Canary = "canary"
+    Promoted = "promoted"
+    RolledBack = "rolled-back"
+
+
+class RolloutStatusDecision(str, Enum):
+    Advance = "advance"
+    Hold = "hold"
+    Rollback = "rollback"
+    Paused = "paused"
+    Resume = "resume"
+
+
 class ModelFormat(str, Enum):
     Onnx = "onnx"
     Tensorrt = "tensorrt"
@@ -502,6 +517,59 @@ class AnalysisSpec(TypedDict):
     """Compare the shadows' answers with the primary's."""
 
 
+class ShadowFirst(TypedDict):
+    """A dark launch before the first step: the candidate gets a copy of requests; none of its answers reach a user."""
+
+    mirror_percent: float
+    """The share of requests mirrored to the candidate while it is a shadow (1 to 100)."""
+    duration: NotRequired[str]
+    """The least time in the shadow phase before the first step (at least analysis.window); by default the rollout's interval."""
+
+
+class RolloutStatus(TypedDict):
+    """Where the rollout stands: written by `python -m infra rollout` only (remove it to restart)."""
+
+    phase: RolloutStatusPhase
+    """shadow (mirrored, before the first step), canary (at a step), promoted or rolled-back (finished)."""
+    step: int
+    """The step the candidate is at, from 1 (steps[0]); 0 in the shadow phase."""
+    primary: str
+    """The version with the most live weight when the rollout started."""
+    baseline: dict[str, int]
+    """The live weights of the versions other than the candidate when the rollout started: they shrink in proportion at each step, and are restored by a rollback."""
+    since: str
+    """When the rollout reached its phase and step (RFC 3339)."""
+    failures: NotRequired[int]
+    """Failing verdicts in a row at this step. Default: 0."""
+    failed_at: NotRequired[str]
+    """When the last failing verdict was counted (a run at that time counts it once)."""
+    decision: RolloutStatusDecision
+    """The last decision written."""
+    reason: NotRequired[str]
+    """Why, with the figures. Default: \"\"."""
+    paused: NotRequired[str]
+    """Written when the candidate's weights are not what the rollout last wrote (a person moved them): nothing changes until this key is removed (the rollout then resumes, its step's weights back)."""
+
+
+class RolloutSpec(TypedDict):
+    """A candidate version taken step by step to all of the model's traffic by `python -m infra rollout`."""
+
+    candidate: str
+    """The version rolled out: one of the model's versions, not its primary."""
+    steps: list[int]
+    """The candidate's live weight at each step, strictly increasing within 1..99; after the last it takes 100."""
+    interval: str
+    """The least time at a step before the next (at least analysis.window)."""
+    failure_limit: NotRequired[int]
+    """Failing verdicts in a row before the rollback. Default: 1."""
+    shadow_first: NotRequired[ShadowFirst]
+    """{mirrorPercent, duration}: a dark launch before the first step."""
+    retire_previous: NotRequired[bool]
+    """After promotion, remove the previous primary from versions (false: keep it, at weight 0). Default: false."""
+    status: NotRequired[RolloutStatus]
+    """Where the rollout stands: written by `python -m infra rollout` only, never by hand (remove it to restart the rollout; remove status.paused to resume one)."""
+
+
 class Batching(TypedDict):
     """Server-side batching (TF Serving's BatchingParameters)."""
 
@@ -618,6 +686,8 @@ class Model(TypedDict):
     """How canaries and shadows are judged against the primary: alerts and `infra analyze`."""
     calls: NotRequired[list[str]]
     """Other models of the stack this model's code calls: each gets <MODEL>_URL in the containers' environment, and access is opened for exactly these calls."""
+    rollout: NotRequired[RolloutSpec]
+    """{candidate, steps, interval, ...}: a version taken step by step to all the traffic by `python -m infra rollout`, each step gated by analyze's verdict (docs/rollouts.md); its status is the command's to write."""
     batching: NotRequired[Batching]
     """Turns server-side batching on. Only with runtime tfserving."""
     platform_config: NotRequired[str]

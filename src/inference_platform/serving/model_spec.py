@@ -42,6 +42,7 @@ from inference_platform.serving.model_storage import ModelUri
 from inference_platform.serving.npu import NpuField
 from inference_platform.serving.protection import Protection
 from inference_platform.serving.resources import Resources
+from inference_platform.serving.rollout_spec import RolloutSpec
 from inference_platform.serving.server_plan import ExampleRequest, ServerPlan
 
 # Kubernetes names (Services above all) are DNS labels of at most 63 characters.
@@ -267,6 +268,12 @@ class ModelSpecBase(ConfigModel):
         description="Other models of the stack this model's code calls: each gets <MODEL>_URL in the "
         "containers' environment, and access is opened for exactly these calls.",
     )
+    rollout: RolloutSpec | None = Field(
+        default=None,
+        description="{candidate, steps, interval, ...}: a version taken step by step to all the traffic by "
+        "`python -m infra rollout`, each step gated by analyze's verdict (docs/rollouts.md); its status is the "
+        "command's to write.",
+    )
 
     @model_validator(mode="after")
     def _check_versions(self) -> ModelSpecBase:
@@ -299,6 +306,9 @@ class ModelSpecBase(ConfigModel):
         if per_try is not None and duration_nanoseconds(per_try) > duration_nanoseconds(self.timeout):
             problems.append(("retries.perTryTimeout", f"{per_try} is longer than the model's timeout ({self.timeout})"))
         live = [v for v in self.versions if v.is_live]
+        if live and self.rollout is not None:
+            names = [v.name for v in self.versions]
+            problems += self.rollout.problems(names, self.primary.name, self.analysis.window)
         if not live:
             problems.append(("versions", "no live version: give at least one version a weight"))
         else:
