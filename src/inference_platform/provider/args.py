@@ -802,6 +802,13 @@ class Model(TypedDict):
     """The image's USER is a numeric user other than 0 (e.g. USER 1000), which the kubelet verifies under runAsNonRoot: no runAsUser needed. Default: false. Only with runtime custom."""
 
 
+class RolloutSettings(TypedDict):
+    """How the stack's rollouts reach the cluster (the rollout workflow, docs/rollouts.md)."""
+
+    auto_merge_rollbacks: NotRequired[bool]
+    """The rollout workflow merges a rollback's pull request without waiting for a review (the environment's branch protection still applies); false: a person merges it. Default: false."""
+
+
 class GraphStep(TypedDict):
     """One step of a node: a call to a model of the stack, or to another node of the graph."""
 
@@ -1209,6 +1216,8 @@ class InferencePlatformArgs(TypedDict):
     """The namespace model workloads run in. Default: \"service\"."""
     models: NotRequired[list[Model]]
     """The models to serve."""
+    rollouts: NotRequired[RolloutSettings]
+    """How `infra rollout`'s pull requests are merged (models[].rollout: each model's own)."""
     pipelines: NotRequired[list[PipelineSpec]]
     """Inference graphs over the models (KServe InferenceGraph shapes), served at <pipeline>.<domain>."""
     platform: NotRequired[PlatformConfig]

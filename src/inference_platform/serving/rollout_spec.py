@@ -232,3 +232,13 @@ class RolloutSpec(ConfigModel):
         if self.candidate in status.baseline:
             problems.append((f"baseline.{self.candidate}", "the candidate has no baseline weight"))
         return problems
+
+
+class RolloutSettings(ConfigModel):
+    """How the stack's rollouts reach the cluster (the rollout workflow, docs/rollouts.md)."""
+
+    auto_merge_rollbacks: bool = Field(
+        default=False,
+        description="The rollout workflow merges a rollback's pull request without waiting for a review "
+        "(the environment's branch protection still applies); false: a person merges it.",
+    )

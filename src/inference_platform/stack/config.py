@@ -55,6 +55,7 @@ from inference_platform.serving.inference_service.routing import mesh_route_name
 from inference_platform.serving.model_storage import StorageCredentials, needs_s3_credentials
 from inference_platform.serving.payload_comparator import PayloadComparatorConfig
 from inference_platform.serving.pipeline.spec import PipelineSpec
+from inference_platform.serving.rollout_spec import RolloutSettings
 from inference_platform.serving.runtimes import RUNTIME_UNION, ModelSpec
 from inference_platform.stack.elsewhere import elsewhere
 
@@ -212,6 +213,10 @@ class StackConfig(ConfigModel):
     domain: DNSSubdomain = Field(description="Models are served at <model>.<domain> and <domain>/models/<model>/.")
     namespace: DNS1123Label = Field(default="service", description="The namespace model workloads run in.")
     models: list[ModelSpec] = Field(default_factory=list, description="The models to serve.")
+    rollouts: RolloutSettings = Field(
+        default_factory=RolloutSettings,
+        description="How `infra rollout`'s pull requests are merged (models[].rollout: each model's own).",
+    )
     pipelines: list[PipelineSpec] = Field(
         default_factory=list,
         description="Inference graphs over the models (KServe InferenceGraph shapes), served at <pipeline>.<domain>.",
