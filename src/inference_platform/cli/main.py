@@ -471,7 +471,7 @@ def _rollout(args: argparse.Namespace) -> ExitCode:
     try:
         environment = environment_of(args.stack, path)
         models = rollout.in_rollout(config, rollout.own_models(read_stack_file(path)))
-        if rollout.needs_prometheus(models):
+        if rollout.needs_prometheus(models, at):
             with Prometheus(args.prometheus, at) as prometheus:
                 chosen = rollout.decisions(config, models, at, prometheus)
         else:

@@ -275,7 +275,8 @@ def expected(model: ModelSpec) -> Traffic:
 
 
 def without_verdict(model: ModelSpec, at: datetime) -> Decision | None:
-    """The decisions that need no verdict (start, paused, resume); None for a model to judge."""
+    """The decisions made from the file alone (start, paused, resume, and hold while the step's first
+    window is not complete); None for a model to judge."""
     rollout = _spec(model)
     status = rollout.status
     if status is None:
@@ -299,6 +300,13 @@ def without_verdict(model: ModelSpec, at: datetime) -> Decision | None:
         )
         written = _status(status, at, "paused", f"paused: {why}", paused=why)
         return Decision(model.name, rollout.candidate, "paused", before, before, f"paused: {why}", status=written)
+    window = timedelta(seconds=duration_seconds(model.analysis.window))
+    if at - status.since_time < window:
+        reason = (
+            f"the step's first window ({model.analysis.window}) ends at {format_timestamp(status.since_time + window)}"
+            ": traffic from before the step is not judged"
+        )
+        return Decision(model.name, rollout.candidate, "hold", before, before, reason)
     return None
 
 
@@ -348,20 +356,14 @@ def _duration(seconds: float) -> str:
 
 
 def decide(model: ModelSpec, at: datetime, candidate: Candidate, primary: Stats) -> Decision:
-    """A judged model's decision: advance, hold (a failure counted or not) or rollback."""
+    """A judged model's decision (its step's first window complete): advance, hold (a failure counted
+    or not) or rollback."""
     rollout, status = _started(model)
     before = current(model)
     name = rollout.candidate
     figures = _figures(candidate, primary)
     reasons = "; ".join(candidate.reasons)
     since = status.since_time
-    window = timedelta(seconds=duration_seconds(model.analysis.window))
-    if at - since < window:
-        reason = (
-            f"the step's first window ({model.analysis.window}) ends at {format_timestamp(since + window)}: "
-            "traffic from before the step is not judged"
-        )
-        return Decision(model.name, name, "hold", before, before, reason, candidate)
     if candidate.verdict == "fail":
         failed = status.failed_time
         if failed is not None and failed >= at:
@@ -436,10 +438,9 @@ def decisions(
     return [found[model.name] for model in models]
 
 
-def needs_prometheus(models: Sequence[ModelSpec]) -> bool:
-    return any(
-        m.rollout is not None and m.rollout.status is not None and m.rollout.status.paused is None for m in models
-    )
+def needs_prometheus(models: Sequence[ModelSpec], at: datetime) -> bool:
+    """Whether some model's decision needs a verdict (the others are made from the file alone)."""
+    return any(without_verdict(model, at) is None for model in models)
 
 
 # --- Writing -----------------------------------------------------------------------------------------
