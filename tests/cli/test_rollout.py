@@ -20,7 +20,7 @@ from inference_platform.cli.main import main
 from inference_platform.cli.stack_file import read_stack_config
 from inference_platform.serving.rollout_spec import format_timestamp
 from inference_platform.serving.runtimes import ModelSpec
-from tests.conftest import base_config, write_stack_file
+from tests.conftest import base_config, write_sharded_repository, write_stack_file
 
 START = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
 CLOSED = "http://127.0.0.1:9"  # nothing listens: a run that asks Prometheus exits 4
@@ -301,3 +301,27 @@ def test_markdown_report_and_out_file(tmp_path: Path, capsys: pytest.CaptureFixt
     assert out.startswith("## Rollouts: stack `test`\n")
     before, after = "before: v1 90 %, v2 10 %, v3 mirrors 50 %", "step 1: v1 95 %, v2 5 %, v3 mirrors 50 %"
     assert f"| iris | v2 | advance | {before} | {after} |" in out
+
+
+def test_a_shard_rolls_out_its_own_models_and_its_platform_stack_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In an environment of several stacks each shard's file holds its rollouts; the edit is validated
+    with the whole environment, and the platform stack's run touches no shard's file."""
+    write_sharded_repository(tmp_path)
+    shard = tmp_path / "Pulumi.prod-a.yaml"
+    document = yaml.safe_load(shard.read_text())
+    (iris,) = document["config"]["inference-platform:models"]
+    iris["rollout"] = {"candidate": "v2", "steps": [20], "interval": "10m"}
+    shard.write_text(yaml.safe_dump(document, sort_keys=False))
+    platform_file = tmp_path / "Pulumi.prod.yaml"
+    platform = platform_file.read_text()
+    before = shard.read_text()
+    given = ["--prometheus", CLOSED, "--at", START.isoformat(), "--format", "json"]
+    assert main(["rollout", "--stack", "prod", "--config", str(platform_file), *given]) == ExitCode.OK
+    assert json.loads(capsys.readouterr().out)["models"] == []
+    assert shard.read_text() == before
+    assert main(["rollout", "--stack", "prod-a", "--config", str(shard), *given]) == ExitCode.OK
+    assert [m["decision"] for m in json.loads(capsys.readouterr().out)["models"]] == ["advance"]
+    assert weights(shard) == {"v1": 80, "v2": 20, "v3": "mirror 50"}
+    assert platform_file.read_text() == platform
