@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 import yaml
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.dashboard import Dashboard as GrafanaDashboard
 
 from inference_platform.analysis import comparison
-from inference_platform.analysis.dashboards import ROLLOUT_PANEL, panel_queries, rollout_queries
+from inference_platform.analysis.dashboards import ROLLOUT_PANEL, model_dashboard, panel_queries, rollout_queries
 from inference_platform.cli.render import run_program
 from inference_platform.cli.render_files import chart_documents
 from inference_platform.cli.stack_file import read_stack_file
@@ -359,6 +361,23 @@ def test_the_all_features_render_holds_the_rollout_of_qwen_only(tmp_path: Path) 
     }
     assert {name: found for name, found in titles.items() if found} == {"qwen": [ROLLOUT_PANEL.format(candidate="v2")]}
     assert "mnist" in titles  # a dashboard of its own (a shadow), without the panel
+
+
+def test_the_rollout_panel_survives_grafanas_own_types() -> None:
+    """Parsed by the SDK's Dashboard model and written back: the overrides and all, nothing Grafana's
+    types do not know; the declared series on the right axis, the traffic on the left."""
+    document = model_dashboard(iris(rollout_config(CANARY)), None)
+    assert json.loads(JSONEncoder(sort_keys=True).encode(GrafanaDashboard.from_json(document))) == document
+    (panel,) = [p for p in document["panels"] if p["title"] == ROLLOUT_PANEL.format(candidate="v2")]
+    assert panel["fieldConfig"]["defaults"]["unit"] == "reqps"
+    overridden = [o["matcher"]["options"] for o in panel["fieldConfig"]["overrides"]]
+    assert [t["refId"] for t in panel["targets"]][: len(overridden)] == overridden == ["A", "B"]
+    assert [t["legendFormat"] for t in panel["targets"]] == [
+        "{{destination_version}} declared weight ({{phase}})",
+        "step",
+        "v2 (candidate) requests/s",
+        "v1 (primary) requests/s",
+    ]
 
 
 # --- The panel against a real Prometheus ------------------------------------------------------
