@@ -15,6 +15,11 @@ each pod's engines.
 
 The PromQL here is written once and used three ways: the recording rules (a fixed 5-minute
 window, every model), the per-model alerting rules and `infra analyze` (the model's own window).
+
+A model whose rollout is in progress (`models[].rollout`, its status written by `infra rollout`)
+also has the rollout as series, recorded in its own rule group from what the stack declares: the
+candidate's live weight (its mirror percent in the shadow phase) and its step, labelled to join the
+series above; and an alert when the rollout has held for too little data for three intervals.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from inference_platform.analysis import agreement
-from inference_platform.analysis.promql import one_of
+from inference_platform.analysis.promql import duration, one_of
+from inference_platform.config.base import duration_nanoseconds
 from inference_platform.serving.analysis_spec import AnalysisSpec
 from inference_platform.serving.model_spec import ModelSpecBase
 
@@ -39,6 +45,13 @@ ENGINE_BY = ("namespace", "app", "version")
 """How an engine's own series are split: the labels Prometheus' pods job puts on what it scrapes."""
 ENGINE_MODEL = ENGINE_BY[:2]
 TOKEN_QUANTILES = {"p50": 0.5, "p95": 0.95}
+ROLLOUT_WEIGHT = "inference:rollout_candidate_weight:declared"
+"""A rollout's candidate: its live weight as the stack declares it (in the shadow phase, its mirror percent)."""
+ROLLOUT_STEP = "inference:rollout_step:declared"
+"""A rollout's step as the stack declares it: 1 for steps[0], 0 in the shadow phase."""
+ROLLOUT_STARVED = "InferenceRolloutStarvedOfData"
+STARVED_INTERVALS = 3
+"""How many of its intervals a rollout holds for too little data before ROLLOUT_STARVED fires."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,50 @@ TPOT = TokenSignal(
 
 
 @dataclass(frozen=True)
+class DeclaredRollout:
+    """A model's rollout in progress (its status written, not finished), as the stack file declares it."""
+
+    candidate: str
+    primary: str
+    """The version the rollout started from (rollout.status.primary): the candidate is judged against it."""
+    phase: str
+    """shadow or canary."""
+    step: int
+    percent: float
+    """The candidate's live weight; in the shadow phase, its mirror percent."""
+    interval: str
+    """The least time at this step: the rollout's interval, or shadowFirst's duration in the shadow phase."""
+
+    @property
+    def series_labels(self) -> dict[str, str]:
+        """What the rollout's series carry beside the model's labels: they join the comparison's series."""
+        return {BY[2]: self.candidate, "phase": self.phase}
+
+    @property
+    def held_for(self) -> str:
+        """How long the rollout holds for too little data before ROLLOUT_STARVED fires (Prometheus' `for:`)."""
+        return duration(duration_nanoseconds(self.interval) * STARVED_INTERVALS)
+
+
+def declared_rollout(model: ModelSpecBase) -> DeclaredRollout | None:
+    """None where the model has no rollout, or one not started yet (no status) or finished."""
+    rollout = model.rollout
+    status = None if rollout is None else rollout.status
+    if rollout is None or status is None or status.finished:
+        return None
+    candidate = next(v for v in model.versions if v.name == rollout.candidate)  # the config checked it is one
+    shadow = status.phase == "shadow"
+    return DeclaredRollout(
+        rollout.candidate,
+        status.primary,
+        status.phase,
+        status.step,
+        (candidate.mirror_percent if shadow else candidate.weight) or 0,
+        rollout.shadow_duration if shadow else rollout.interval,
+    )
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A model's primary and the versions judged against it."""
 
@@ -91,6 +148,8 @@ class Comparison:
     """The engine's histogram of time to first token (None for a server without one)."""
     tpot: str | None = None
     """The engine's histogram of time per output token (None for a server without one)."""
+    rollout: DeclaredRollout | None = None
+    """The model's rollout in progress, where it has one (its series, alert and dashboard panel)."""
 
     @property
     def token_histograms(self) -> list[tuple[TokenSignal, str]]:
@@ -124,6 +183,7 @@ def comparison(model: ModelSpecBase, namespace: str) -> Comparison | None:
         payloads=model.analysis.payloads.enabled,
         ttft=model.ttft_histogram,
         tpot=model.tpot_histogram,
+        rollout=declared_rollout(model),
     )
 
 
@@ -298,6 +358,7 @@ def alert_rules(models: Sequence[tuple[Comparison, AnalysisSpec]], stack: str) -
                     stop=f"{_promote(stack, compared.model)} --mirror {version}=0",
                 )
             ]
+        rules += rollout_rules(compared, spec, stack)
         groups.append({"name": f"inference-{compared.namespace}-{compared.model}", "rules": rules})
     return {"groups": groups}
 
@@ -423,5 +484,67 @@ def _no_traffic_alert(compared: Comparison, spec: AnalysisSpec, stack: str, vers
             "summary": f"{model} {version} has weight but gets no traffic while {model} serves",
             "description": "Its pods may not be ready, or its subset may select nothing.",
             "action": f"Check its pods, or move its weight: {_promote(stack, model)} --weights <version>=<weight>,...",
+        },
+    }
+
+
+# --- Rollouts ---------------------------------------------------------------------------------
+
+
+def declared(record: str, namespace: str, model: str) -> str:
+    """A model's rollout series (ROLLOUT_WEIGHT or ROLLOUT_STEP), as its rule group records it."""
+    return f'{record}{{{BY[0]}="{namespace}",{BY[1]}="{model}"}}'
+
+
+def rollout_rules(compared: Comparison, spec: AnalysisSpec, stack: str) -> list[dict[str, Any]]:
+    """For a model in rollout: its candidate's declared weight and its step as series (constants,
+    rewritten with each step the rollout commits), then ROLLOUT_STARVED, which reads them. Evaluated
+    in the model's group, in this order: the alert sees the series of the same evaluation."""
+    rollout = compared.rollout
+    if rollout is None:
+        return []
+    labels = {BY[0]: compared.namespace, BY[1]: compared.model} | rollout.series_labels
+    return [
+        {"record": ROLLOUT_WEIGHT, "expr": f"vector({rollout.percent:g})", "labels": labels},
+        {"record": ROLLOUT_STEP, "expr": f"vector({rollout.step})", "labels": labels},
+        _starved_alert(compared, rollout, spec, stack),
+    ]
+
+
+def _starved_alert(compared: Comparison, rollout: DeclaredRollout, spec: AnalysisSpec, stack: str) -> dict[str, Any]:
+    """The rollout's step series, unless its candidate and its primary both served minRequests in the
+    window (`infra rollout` holds on insufficient data otherwise: analysis/verdicts.py `judge`). Where
+    the model sleeps at zero replicas, only while one of them served: with neither, the model was
+    idle, which `judge` does not count as too little data."""
+    window, namespace, model = spec.window, compared.namespace, compared.model
+    candidate, primary = (selector(namespace, model, version) for version in (rollout.candidate, rollout.primary))
+    enough = _on_model(
+        _enough(window, candidate, spec.min_requests), "and", _enough(window, primary, spec.min_requests)
+    )
+    expr = _on_model(declared(ROLLOUT_STEP, namespace, model), "unless", enough)
+    if compared.sleeps:
+        both = selector(namespace, model, destination_version=one_of([rollout.candidate, rollout.primary]))
+        expr = _on_model(expr, "and", f"sum by ({_by(MODEL)}) (increase({REQUESTS}{both}[{window}])) > 0")
+    role = "shadow" if rollout.phase == "shadow" else "canary"
+    where = (
+        f"in the shadow phase ({rollout.percent:g} % mirrored)"
+        if rollout.phase == "shadow"
+        else f"at step {rollout.step} ({rollout.percent:g} %)"
+    )
+    return {
+        "alert": ROLLOUT_STARVED,
+        "expr": expr,
+        "for": rollout.held_for,
+        "labels": {"model": model, "version": rollout.candidate, "role": role, "namespace": namespace}
+        | {"severity": "warning"},
+        "annotations": {
+            "summary": f"{model}'s rollout of {rollout.candidate} has held for too little data for "
+            f"{STARVED_INTERVALS} of its intervals ({rollout.held_for})",
+            "description": f"{rollout.candidate} or the primary {rollout.primary} served fewer than "
+            f"analysis.minRequests ({spec.min_requests} requests) over analysis.window ({window}): "
+            f"`python -m infra rollout` holds {model} {where} until both do.",
+            "action": f"Send {model} traffic, or lower its analysis.minRequests (or lengthen analysis.window); "
+            f"see the figures with `python -m infra analyze --stack {stack} --model {model}`. To stop the rollout, "
+            "see docs/rollouts.md.",
         },
     }

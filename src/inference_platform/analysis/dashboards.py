@@ -2,7 +2,8 @@
 
 Side by side for every version, live and shadow: requests per second, error ratio, p50/p95/p99
 latency, for an LLM engine p50/p95 time to first token and time per output token, each
-candidate's difference from the primary, GPU use of the version's pods and its replica count.
+candidate's difference from the primary, GPU use of the version's pods and its replica count; for
+a model in rollout, the candidate's declared weight and step against its and the primary's traffic.
 The queries are comparison.py's, over a fixed 5-minute window, so each panel runs as written in
 Prometheus too.
 """
@@ -18,7 +19,7 @@ from grafana_foundation_sdk.builders.prometheus import Dataquery
 from grafana_foundation_sdk.builders.timeseries import Panel
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement
-from grafana_foundation_sdk.models.dashboard import DataSourceRef
+from grafana_foundation_sdk.models.dashboard import DataSourceRef, DynamicConfigValue
 
 from inference_platform.analysis import agreement, comparison
 from inference_platform.platform import custom_metrics
@@ -29,6 +30,14 @@ BY_VERSION = "{{destination_version}}"
 # The engines' own series carry the pod's version label as it is (comparison.ENGINE_BY).
 ENGINE_VERSION = "{{version}}"
 TOKEN_PANELS = {comparison.TTFT: "Time to first token", comparison.TPOT: "Time per output token"}
+ROLLOUT_PANEL = "Rollout of {candidate}: declared weight and step against traffic"
+# The rollout panel's declared series (its first two queries) on a right axis of their own, drawn as steps.
+DECLARED_REFS = ("A", "B")
+DECLARED_STYLE = (
+    DynamicConfigValue(id_val="custom.axisPlacement", value="right"),
+    DynamicConfigValue(id_val="unit", value="none"),
+    DynamicConfigValue(id_val="custom.lineInterpolation", value="stepAfter"),
+)
 
 
 def _query(expression: str, legend: str, ref: str = "A") -> Dataquery:
@@ -123,7 +132,30 @@ def panel_queries(compared: comparison.Comparison, gpu_source: str | None) -> di
             for v in shadows
             for side in ("primary", "shadow")
         ]
+    if compared.rollout is not None:
+        panels[ROLLOUT_PANEL.format(candidate=compared.rollout.candidate)] = rollout_queries(compared, compared.rollout)
     return panels
+
+
+def rollout_queries(compared: comparison.Comparison, rollout: comparison.DeclaredRollout) -> list[tuple[str, str]]:
+    """The candidate's declared weight (mirror percent in the shadow phase) and step, then its and
+    the rollout's primary's requests per second: each step against the traffic it was judged on."""
+    namespace, model = compared.namespace, compared.model
+    weight = "mirror percent" if rollout.phase == "shadow" else "weight"
+    return [
+        (
+            comparison.declared(comparison.ROLLOUT_WEIGHT, namespace, model),
+            f"{BY_VERSION} declared {weight} ({{{{phase}}}})",
+        ),
+        (comparison.declared(comparison.ROLLOUT_STEP, namespace, model), "step"),
+        *(
+            (comparison.request_rate(WINDOW, comparison.selector(namespace, model, version)), f"{label} requests/s")
+            for version, label in (
+                (rollout.candidate, f"{rollout.candidate} (candidate)"),
+                (rollout.primary, f"{rollout.primary} (primary)"),
+            )
+        ),
+    ]
 
 
 def model_dashboard(compared: comparison.Comparison, gpu_source: str | None) -> dict[str, Any]:
@@ -137,11 +169,16 @@ def model_dashboard(compared: comparison.Comparison, gpu_source: str | None) -> 
         .editable()
         .with_row(Row(f"{compared.model}: primary {compared.primary}"))
     )
+    rollout = None if compared.rollout is None else ROLLOUT_PANEL.format(candidate=compared.rollout.candidate)
     units = {"Requests per second": "reqps", "Error ratio (5xx)": "percentunit", "Latency": "ms"}
-    units |= dict.fromkeys(TOKEN_PANELS.values(), "s")
+    units |= dict.fromkeys(TOKEN_PANELS.values(), "s") | ({rollout: "reqps"} if rollout else {})
     for title, queries in panel_queries(compared, gpu_source).items():
         unit = units.get(title, "percentunit" if title.startswith("GPU") else "short")
         refs = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-        builder = builder.with_panel(_panel(title, unit, *(_query(e, legend, next(refs)) for e, legend in queries)))
+        panel = _panel(title, unit, *(_query(e, legend, next(refs)) for e, legend in queries))
+        if title == rollout:
+            for ref in DECLARED_REFS:
+                panel = panel.override_by_query(ref, list(DECLARED_STYLE))
+        builder = builder.with_panel(panel)
     document: dict[str, Any] = json.loads(JSONEncoder(sort_keys=True).encode(builder.build()))
     return document
