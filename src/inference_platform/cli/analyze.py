@@ -10,7 +10,7 @@ models to judge and their windows, the exit code of a report, and its three outp
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from rich.markup import escape
@@ -23,6 +23,7 @@ from inference_platform.analysis.prometheus_client import Prometheus, Series
 from inference_platform.analysis.verdicts import Agreement, ModelReport, Report, Stats, judge_candidate
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.serving.analysis_spec import AnalysisSpec
+from inference_platform.serving.model_spec import ModelSpecBase
 from inference_platform.stack.config import StackConfig
 
 
@@ -49,6 +50,18 @@ def analyze(
         if model is None or spec_model.name == model
         if (compared := comparison.comparison(spec_model, config.namespace)) is not None
     ]
+    report = Report(stack=stack, window=window or "", at=prometheus.at)
+    report.models, windows = judge_models(prometheus, judged, window)
+    if window is None:
+        report.window = ",".join(windows) or AnalysisSpec().window
+    return report
+
+
+def judge_models(
+    prometheus: Prometheus, judged: Sequence[tuple[ModelSpecBase, Comparison]], window: str | None = None
+) -> tuple[list[ModelReport], list[str]]:
+    """Each compared model's candidates judged against its primary over its window (or `window`),
+    the figures asked of Prometheus a window at a time; the reports, and the windows used."""
     by_window: dict[str, list[Comparison]] = {}
     for spec_model, compared in judged:
         by_window.setdefault(window or spec_model.analysis.window, []).append(compared)
@@ -57,8 +70,7 @@ def analyze(
     for used, fleet in sorted(by_window.items()):
         stats |= fleet_stats(prometheus, fleet, used)
         agreements |= fleet_agreements(prometheus, fleet, used)
-
-    report = Report(stack=stack, window=window or "", at=prometheus.at)
+    reports = []
     for spec_model, compared in judged:
         spec = spec_model.analysis
         primary = stats[compared.namespace, compared.model, compared.primary]
@@ -70,10 +82,8 @@ def analyze(
                 compared, version, role, stats=stats[series], primary=primary, spec=spec, found=found
             )
             candidates.append(judged_one)
-        report.models.append(ModelReport(spec_model.name, compared.primary, primary, candidates))
-    if window is None:
-        report.window = ",".join(sorted(by_window)) or AnalysisSpec().window
-    return report
+        reports.append(ModelReport(spec_model.name, compared.primary, primary, candidates))
+    return reports, sorted(by_window)
 
 
 def nothing_to_compare(config: StackConfig, name: str) -> str | None:

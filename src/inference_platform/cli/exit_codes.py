@@ -20,8 +20,9 @@ class ExitCode(IntEnum):
     """`analyze`: no candidate fails, but some served too few requests (or slept at zero replicas);
     or `--model` names a model with nothing to compare (no canary, no shadow)."""
     PROMETHEUS_UNAVAILABLE = 4
-    """`analyze`: Prometheus cannot be reached, or answered something that is not a query result."""
+    """`analyze`, `rollout`: Prometheus cannot be reached, or answered something that is not a query
+    result (`rollout` wrote nothing)."""
     CANDIDATE_FAILED = 5
-    """`analyze`: at least one canary or shadow fails its thresholds."""
+    """`analyze`: at least one canary or shadow fails its thresholds; `rollout`: a rollback was written."""
     CLOSED_PIPE = 141
     """Whoever read the output stopped reading (`| head`): 128 + SIGPIPE, as a shell reports it."""

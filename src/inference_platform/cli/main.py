@@ -450,6 +450,54 @@ def _analyze(args: argparse.Namespace) -> ExitCode:
     return analyze.exit_code(report)
 
 
+def _rollout(args: argparse.Namespace) -> ExitCode:
+    from inference_platform.analysis.prometheus_client import Prometheus, PrometheusError
+    from inference_platform.cli import rollout
+    from inference_platform.cli.analyze import parse_time
+    from inference_platform.cli.environment import environment_of
+    from inference_platform.cli.promote import PromotionError
+    from inference_platform.cli.stack_file import read_stack_file
+    from inference_platform.config.errors import ConfigError
+
+    try:
+        at = parse_time(args.at)
+    except ValueError as error:
+        print(f"rollout: --at: {error}", file=sys.stderr)
+        return ExitCode.CONFIG_ERROR
+    config = _stack_config(args)
+    if config is None:
+        return ExitCode.CONFIG_ERROR
+    path = Path(args.config or f"Pulumi.{args.stack}.yaml")
+    try:
+        environment = environment_of(args.stack, path)
+        models = rollout.in_rollout(config, rollout.own_models(read_stack_file(path)))
+        if rollout.needs_prometheus(models, at):
+            with Prometheus(args.prometheus, at) as prometheus:
+                chosen = rollout.decisions(config, models, at, prometheus)
+        else:
+            chosen = rollout.decisions(config, models, at, None)
+        report = rollout.RolloutReport(args.stack, at, config.rollouts.auto_merge_rollbacks, chosen)
+        rollout.write(path, environment, report)
+    except PrometheusError as error:
+        print(f"rollout: {error}; nothing was written", file=sys.stderr)
+        return ExitCode.PROMETHEUS_UNAVAILABLE
+    except PromotionError as error:
+        print(f"rollout: {error}; nothing was written", file=sys.stderr)
+        return ExitCode.CONFIG_ERROR
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return ExitCode.CONFIG_ERROR
+    if args.markdown_out:
+        Path(args.markdown_out).write_text(rollout.markdown(report), encoding="utf-8")
+    if args.format == "json":
+        print(rollout.as_json(report))
+    elif args.format == "markdown":
+        sys.stdout.write(rollout.markdown(report))
+    else:
+        _console(200).print(rollout.table(report))
+    return ExitCode.CANDIDATE_FAILED if report.rolled_back else ExitCode.OK
+
+
 def _window(text: str) -> str:
     """A Prometheus duration, checked the way the stack config checks one."""
     from inference_platform.serving.analysis_spec import AnalysisSpec
@@ -597,6 +645,38 @@ def _add_stacks(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     stacks.set_defaults(handler=_stacks)
 
 
+def _add_rollout(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`rollout`: each model's rollout a step further, as a change to its stack file."""
+    rollout = commands.add_parser(
+        "rollout",
+        help="take each model's rollout a step further in Pulumi.<stack>.yaml when analyze's verdict allows it",
+        description="Decides, for every model whose rollout is not finished: advance, hold, rollback, paused or "
+        "resume (docs/rollouts.md), and writes the stack file once (comments kept, validated first). "
+        f"Exit {ExitCode.OK:d}: every decision made (the file may have changed); "
+        f"{ExitCode.CANDIDATE_FAILED:d}: a rollback was written; "
+        f"{ExitCode.PROMETHEUS_UNAVAILABLE:d}: Prometheus unreachable (nothing written); "
+        f"{ExitCode.CONFIG_ERROR:d}: bad usage or config (nothing written). "
+        f"A bearer token is read from ${TOKEN_ENV} when set.",
+    )
+    rollout.add_argument("--stack", required=True, help="stack name (edits Pulumi.<stack>.yaml)")
+    rollout.add_argument("--config", help="stack file to edit instead of Pulumi.<stack>.yaml")
+    rollout.add_argument(
+        "--prometheus",
+        required=True,
+        type=_prometheus_url,
+        metavar="URL",
+        help="the platform Prometheus' base URL, e.g. http://127.0.0.1:9090",
+    )
+    rollout.add_argument("--at", metavar="TIME", help="decide as of TIME: RFC 3339 or Unix seconds (default now)")
+    rollout.add_argument(
+        "--format", choices=["table", "markdown", "json"], default="table", help="how to print the decisions"
+    )
+    rollout.add_argument(
+        "--markdown-out", metavar="FILE", help="also write the Markdown report to FILE (a pull request's body)"
+    )
+    rollout.set_defaults(handler=_rollout)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="python -m infra",
@@ -700,6 +780,8 @@ def parser() -> argparse.ArgumentParser:
         "--format", choices=["table", "markdown", "json"], default="table", help="how to print the report"
     )
     analysis.set_defaults(handler=_analyze)
+
+    _add_rollout(commands)
 
     capacity = commands.add_parser(
         "capacity", help="the GPUs the stack's models hold at minimum replicas and at peak, from its config alone"

@@ -81,7 +81,7 @@ def parse_assignments(text: str, option: str, number: Callable[[str], float]) ->
     return result
 
 
-def _find_model(config: Mapping[str, Any], name: str) -> MutableMapping[str, Any]:
+def find_model(config: Mapping[str, Any], name: str) -> MutableMapping[str, Any]:
     models = config.get(MODELS_KEY)
     if not isinstance(models, MutableSequence):
         raise PromotionError(f"the stack file has no {MODELS_KEY} list")
@@ -92,7 +92,7 @@ def _find_model(config: Mapping[str, Any], name: str) -> MutableMapping[str, Any
     raise PromotionError(f"no model named {name!r} in the stack (models: {known or 'none'})")
 
 
-def _version(versions: MutableSequence[Any], name: str, model: str) -> CommentedMap:
+def find_version(versions: MutableSequence[Any], name: str, model: str) -> CommentedMap:
     for version in versions:
         if isinstance(version, CommentedMap) and version.get("name") == name:
             return version
@@ -100,7 +100,7 @@ def _version(versions: MutableSequence[Any], name: str, model: str) -> Commented
     raise PromotionError(f"model {model!r} has no version {name!r} (versions: {known})")
 
 
-def _set_weight(version: CommentedMap, weight: int) -> None:
+def set_weight(version: CommentedMap, weight: int) -> None:
     """A version's weight; a shadow given one goes live (the weight takes its mirrorPercent's place)."""
     if "mirrorPercent" in version and "weight" not in version:
         replace_key(version, "mirrorPercent", "weight", weight)
@@ -109,7 +109,7 @@ def _set_weight(version: CommentedMap, weight: int) -> None:
         set_key(version, "weight", weight)
 
 
-def _set_mirror(version: CommentedMap, name: str, percent: float) -> None:
+def set_mirror(version: CommentedMap, name: str, percent: float) -> None:
     """A version's mirror share; a live version given one becomes a shadow, and 0 stops a shadow
     (the version stays deployed, idle at weight 0)."""
     if percent:
@@ -130,7 +130,7 @@ def _set_mirror(version: CommentedMap, name: str, percent: float) -> None:
 
 def apply(document: MutableMapping[str, Any], promotion: Promotion) -> None:
     """Make the move on a round-trip document: add, then weights, then mirrors, then retire."""
-    model = _find_model(document.get("config") or {}, promotion.model)
+    model = find_model(document.get("config") or {}, promotion.model)
     versions = model.get("versions")
     if not isinstance(versions, CommentedSeq):
         raise PromotionError(f"model {promotion.model!r} has no versions list")
@@ -147,11 +147,11 @@ def apply(document: MutableMapping[str, Any], promotion: Promotion) -> None:
     elif promotion.model_uri is not None:
         raise PromotionError("--model-uri goes with --add-version")
     for name, weight in promotion.weights.items():
-        _set_weight(_version(versions, name, promotion.model), weight)
+        set_weight(find_version(versions, name, promotion.model), weight)
     for name, percent in promotion.mirrors.items():
-        _set_mirror(_version(versions, name, promotion.model), name, percent)
+        set_mirror(find_version(versions, name, promotion.model), name, percent)
     for name in promotion.retire:
-        retired = _version(versions, name, promotion.model)
+        retired = find_version(versions, name, promotion.model)
         remove_item(versions, next(i for i, version in enumerate(versions) if version is retired))
 
 
@@ -170,7 +170,7 @@ def _mapping_indent(text: str) -> int:
     return 2
 
 
-def _round_trip(text: str, path: Path) -> tuple[YAML, Any]:
+def round_trip(text: str, path: Path) -> tuple[YAML, Any]:
     yaml = YAML()
     yaml.preserve_quotes = True
     yaml.width = sys.maxsize  # never re-wrap long lines
@@ -192,7 +192,7 @@ def _round_trip(text: str, path: Path) -> tuple[YAML, Any]:
     return yaml, document
 
 
-def _dump(yaml: YAML, document: Any) -> str:
+def dump(yaml: YAML, document: Any) -> str:
     buffer = io.StringIO()
     yaml.dump(document, buffer)
     return buffer.getvalue()
@@ -200,16 +200,16 @@ def _dump(yaml: YAML, document: Any) -> str:
 
 def edit(text: str, promotion: Promotion, path: Path) -> str:
     """The stack file's text after the move; `path` is the file's, for errors."""
-    yaml, document = _round_trip(text, path)
+    yaml, document = round_trip(text, path)
     if not isinstance(document, MutableMapping):
         raise PromotionError("the stack file is not a mapping")
     apply(document, promotion)
-    return _dump(yaml, document)
+    return dump(yaml, document)
 
 
 def _validate(text: str, path: Path) -> None:
     """Validate the edited text; its problems point at their lines in it (the file as the move would leave it)."""
-    _, document = _round_trip(text, path)
+    _, document = round_trip(text, path)
     index = PositionIndex(document)
     try:
         stack_file = stack_file_from_document(document, path)
@@ -224,12 +224,30 @@ def _validate(text: str, path: Path) -> None:
 def _check_comments(original: str, edited: str, path: Path) -> None:
     """Refuse a result that lost or reordered a comment: the edits above keep them all, and a file
     they did not foresee must not lose one silently."""
-    before = comment_lines(_round_trip(original, path)[1])
-    after = comment_lines(_round_trip(edited, path)[1])
+    before = comment_lines(round_trip(original, path)[1])
+    after = comment_lines(round_trip(edited, path)[1])
     if before != after:
         lost = next((line for line in before if line not in after), None)
         what = f"lose the comment {lost!r}" if lost is not None else "move comments out of their order"
         raise PromotionError(f"the move would {what}: make it by hand")
+
+
+def check_edit(environment: Environment | None, path: Path, original: str, edited: str, scratch: Path) -> None:
+    """Refuse an edit of the stack file at `path` that would leave it (or, in an environment of several
+    stacks, the environment) invalid, or that lost a comment; `scratch` a directory that does not exist
+    yet, for the environment's files as the edit would leave them."""
+    try:
+        if environment is None:
+            _validate(edited, path)
+        else:
+            _validate_environment(environment, path, edited, scratch)
+    except ConfigError as error:
+        raise ConfigError(
+            error.problems,
+            incomplete=error.incomplete,
+            preface="the move would leave the stack invalid; nothing was written",
+        ) from None
+    _check_comments(original, edited, path)
 
 
 def _render(stack: str, path: Path, out: Path) -> None:
@@ -283,18 +301,7 @@ def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
     edited = edit(original, promotion, path)
     with tempfile.TemporaryDirectory(prefix="promote-") as scratch:
         root = Path(scratch)
-        try:
-            if environment is None:
-                _validate(edited, path)
-            else:
-                _validate_environment(environment, path, edited, root / "proposed")
-        except ConfigError as error:
-            raise ConfigError(
-                error.problems,
-                incomplete=error.incomplete,
-                preface="the move would leave the stack invalid; nothing was written",
-            ) from None
-        _check_comments(original, edited, path)
+        check_edit(environment, path, original, edited, root / "proposed")
         if environment is None:
             proposed = root / path.name
             proposed.write_text(edited, encoding="utf-8")

@@ -532,7 +532,7 @@ class RolloutStatus(TypedDict):
     phase: RolloutStatusPhase
     """shadow (mirrored, before the first step), canary (at a step), promoted or rolled-back (finished)."""
     step: int
-    """The step the candidate is at, from 1 (steps[0]); 0 in the shadow phase."""
+    """The step the candidate is at, from 1 (steps[0]); 0 in the shadow phase (and after a rollback from it)."""
     primary: str
     """The version with the most live weight when the rollout started."""
     baseline: dict[str, int]

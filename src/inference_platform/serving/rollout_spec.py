@@ -82,7 +82,8 @@ class RolloutStatus(ConfigModel):
         description="shadow (mirrored, before the first step), canary (at a step), promoted or rolled-back (finished)."
     )
     step: Annotated[int, Field(ge=0, le=100)] = Field(
-        description="The step the candidate is at, from 1 (steps[0]); 0 in the shadow phase."
+        description="The step the candidate is at, from 1 (steps[0]); 0 in the shadow phase (and after a "
+        "rollback from it)."
     )
     primary: DNS1123Label = Field(description="The version with the most live weight when the rollout started.")
     baseline: dict[DNS1123Label, Annotated[int, Field(ge=0, le=100)]] = Field(
@@ -218,8 +219,9 @@ class RolloutSpec(ConfigModel):
             problems.append(("phase", "shadow, but the rollout has no shadowFirst"))
         if status.phase == "shadow" and status.step != 0:
             problems.append(("step", f"{status.step} in the shadow phase, which is before step 1 (write 0)"))
-        if status.phase != "shadow" and not 1 <= status.step <= len(self.steps):
-            problems.append(("step", f"{status.step} is not one of the steps (1 to {len(self.steps)})"))
+        first = 0 if status.phase == "rolled-back" else 1  # rolled back from the shadow phase: 0
+        if status.phase != "shadow" and not first <= status.step <= len(self.steps):
+            problems.append(("step", f"{status.step} is not one of the steps ({first} to {len(self.steps)})"))
         if status.finished:
             return problems
         if status.primary not in versions:
