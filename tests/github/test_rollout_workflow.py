@@ -73,7 +73,7 @@ def test_every_15_minutes_and_by_hand_for_the_stacks_with_a_rollout_in_progress(
         assert job["with"] == {"stack": "${{ matrix.stack }}", "environment": github_environment}
         assert job["strategy"]["matrix"] == {"stack": f"${{{{ fromJSON(needs.select.outputs.{name}) }}}}"}
         assert job["if"] == f"needs.select.outputs.{name} != '[]'"  # nothing in rollout: no matrix to expand
-        assert job["secrets"] == {"ROLLOUT_TOKEN": "${{ secrets.ROLLOUT_TOKEN }}"}
+        assert job["secrets"] == {name: f"${{{{ secrets.{name} }}}}" for name in ("ROLLOUT_TOKEN", "PROMETHEUS_TOKEN")}
         assert jobs["select"]["outputs"][name] == f"${{{{ steps.select.outputs.{name} }}}}"
 
 
@@ -84,6 +84,7 @@ def test_each_stacks_job_runs_in_its_environment_one_at_a_time_on_main() -> None
     (checkout,) = [s for s in steps(job) if s.get("uses", "").startswith("actions/checkout@")]
     assert checkout["with"] == {"ref": "main", "persist-credentials": False}
     assert stack_step(DECIDE)["env"]["PROMETHEUS_URL"] == "${{ vars.PROMETHEUS_URL }}"
+    assert stack_step(DECIDE)["env"]["PROMETHEUS_TOKEN"] == "${{ secrets.PROMETHEUS_TOKEN }}"
     assert stack_step(PUSH)["env"]["GH_TOKEN"] == "${{ secrets.ROLLOUT_TOKEN }}"
     assert job["permissions"] == {"contents": "read"}  # the push and gh use ROLLOUT_TOKEN
 
