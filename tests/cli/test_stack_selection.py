@@ -13,7 +13,7 @@ import pytest
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.main import main
 from inference_platform.cli.project import PROJECT_FILE
-from inference_platform.cli.stack_selection import as_matrix, read_stacks, select
+from inference_platform.cli.stack_selection import as_matrix, every_stack, read_stacks, select, with_rollouts
 from inference_platform.config.errors import ConfigError
 from inference_platform.stack.config import PROJECT
 from inference_platform.stack.fleet import PLATFORM_STACK_KEY, SHARDS_KEY
@@ -261,6 +261,93 @@ def test_the_repositorys_own_stacks_are_its_two_deployed_environments() -> None:
     assert {name: stack.kind for name, stack in stacks.by_name.items()} == {"dev": "single", "prod": "single"}
 
 
+# Which stacks have a rollout in progress (`--rollouts`: what the rollout workflow runs).
+
+ROLLOUT: dict[str, Any] = {"candidate": "v2", "steps": [25, 50], "interval": "15m"}
+
+
+def rollout_status(phase: str) -> dict[str, Any]:
+    """A status as `infra rollout` writes it, in `phase`."""
+    return {
+        "phase": phase,
+        "step": 0 if phase == "shadow" else 1,
+        "primary": "v1",
+        "baseline": {"v1": 90},
+        "since": "2026-12-06T02:00:00Z",
+        "decision": "rollback" if phase == "rolled-back" else "advance",
+    }
+
+
+def with_rollout(config: dict[str, Any], model: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config with a rollout of v2 on `model` (not started yet without a status)."""
+    rollout = ROLLOUT | {"shadowFirst": {"mirrorPercent": 10}} | ({"status": status} if status else {})
+    for item in config[f"{PROJECT}:models"]:
+        if item["name"] == model:
+            item["rollout"] = rollout
+    return config
+
+
+def rollouts(root: Path, *changed: str) -> dict[str, Any]:
+    stacks = read_stacks(root)
+    return as_matrix(stacks, with_rollouts(stacks, select(stacks, changed) if changed else every_stack(stacks)))
+
+
+def test_a_shards_rollout_selects_the_shard_not_its_platform(repository: Path) -> None:
+    """prod-a's iris starts its rollout on the next run; prod-b has none; dev's finished: only
+    prod-a, in prod's shards (its platform stack has no models of its own)."""
+    write_stack_file(repository / "Pulumi.prod-a.yaml", with_rollout(shard_stack_config("prod", ["iris"]), "iris"))
+    write_stack_file(repository / "Pulumi.dev.yaml", with_rollout(base_config(), "iris", rollout_status("promoted")))
+    selected = rollouts(repository)
+    assert (selected["stacks"], selected["diff"], selected["removed"]) == (["prod-a"], ["prod-a"], [])
+    assert selected["environments"] == {"dev": NOTHING, "prod": {"first": [], "shards": ["prod-a"]}}
+    # Among the stacks a change selects, as well: prod's file selects prod and both its shards.
+    assert rollouts(repository, "Pulumi.prod.yaml")["stacks"] == ["prod-a"]
+    assert rollouts(repository, "Pulumi.dev.yaml")["stacks"] == []
+
+
+@pytest.mark.parametrize(
+    ("phase", "selected"),
+    [
+        pytest.param(None, ["dev"], id="not started: the next run starts it"),
+        pytest.param("shadow", ["dev"], id="shadow"),
+        pytest.param("canary", ["dev"], id="canary"),
+        pytest.param("promoted", [], id="promoted: finished"),
+        pytest.param("rolled-back", [], id="rolled back: finished"),
+    ],
+)
+def test_a_rollout_is_in_progress_until_it_finishes(repository: Path, phase: str | None, selected: list[str]) -> None:
+    status = rollout_status(phase) if phase else None
+    write_stack_file(repository / "Pulumi.dev.yaml", with_rollout(base_config(), "iris", status))
+    assert rollouts(repository)["stacks"] == selected
+
+
+def test_a_platform_stack_with_models_of_its_own_in_rollout(repository: Path) -> None:
+    platform = platform_stack_config(["prod-a", "prod-b"])
+    platform[f"{PROJECT}:models"] = [base_config()[f"{PROJECT}:models"][0] | {"rollout": ROLLOUT}]
+    write_stack_file(repository / "Pulumi.prod.yaml", platform)
+    write_stack_file(repository / "Pulumi.prod-b.yaml", with_rollout(shard_stack_config("prod", ["iris"]), "iris"))
+    assert rollouts(repository)["environments"]["prod"] == {"first": ["prod"], "shards": ["prod-b"]}
+
+
+def test_rollouts_that_do_not_parse_are_each_reported_at_their_line(repository: Path) -> None:
+    broken = rollout_status("canary") | {"phase": "paused"}
+    write_stack_file(repository / "Pulumi.dev.yaml", with_rollout(base_config(), "iris", broken))
+    write_stack_file(
+        repository / "Pulumi.prod-a.yaml",
+        with_rollout(shard_stack_config("prod", ["iris"]), "iris") | {f"{PROJECT}:models": [{"rollout": "v2"}]},
+    )
+    stacks = read_stacks(repository)
+    with pytest.raises(ConfigError) as raised:
+        with_rollouts(stacks, every_stack(stacks))
+    assert raised.value.subject == "stack files"
+    lines = [str(problem) for problem in raised.value.problems]
+    assert lines == [
+        f"{repository}/Pulumi.dev.yaml:26:9: models[0] (iris).rollout.status.phase: Input should be 'shadow', "
+        "'canary', 'promoted' or 'rolled-back' (remove rollout.status to restart the rollout from its first step)",
+        f"{repository}/Pulumi.prod-a.yaml:4:5: models[0].rollout: must be a mapping of settings, not 'v2'",
+    ]
+
+
 # The command.
 
 
@@ -359,3 +446,41 @@ def test_outside_a_pulumi_project(
     code, out, err = run(capsys, "--all")
     assert (code, out) == (ExitCode.CONFIG_ERROR, "")
     assert err == f"stacks: no {PROJECT_FILE} in {tmp_path} or above it: run from the Pulumi project\n"
+
+
+def test_the_command_selects_the_stacks_with_a_rollout_in_progress(
+    repository: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_stack_file(repository / "Pulumi.prod-b.yaml", with_rollout(shard_stack_config("prod", ["iris"]), "iris"))
+    args = ("--root", str(repository), "--all", "--rollouts", "--environments", "dev,prod", "--github-output")
+    code, out, _ = run(capsys, *args)
+    assert code == ExitCode.OK
+    assert out.splitlines() == [
+        'stacks=["prod-b"]',
+        'diff=["prod-b"]',
+        "removed=[]",
+        "platforms=[]",
+        'shards=["prod-b"]',
+        "single=[]",
+        "dev-first=[]",
+        "dev-shards=[]",
+        "prod-first=[]",
+        'prod-shards=["prod-b"]',
+    ]
+
+
+def test_a_rollout_that_does_not_parse_exits_with_the_config_errors_code(
+    repository: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing on stdout: the workflow gets no matrix, and says why at the line."""
+    broken = with_rollout(base_config(), "iris", rollout_status("canary") | {"since": "yesterday"})
+    write_stack_file(repository / "Pulumi.dev.yaml", broken)
+    monkeypatch.chdir(repository)
+    code, out, err = run(capsys, "--all", "--rollouts")
+    assert (code, out) == (ExitCode.CONFIG_ERROR, "")
+    assert err.splitlines()[:2] == [
+        "invalid stack files (1 problem):",
+        "  Pulumi.dev.yaml:31:9: models[0] (iris).rollout.status.since: Value error, 'yesterday' is not an RFC 3339 "
+        "time with its zone (e.g. 2026-12-06T10:15:00Z) (remove rollout.status to restart the rollout from its "
+        "first step)",
+    ]

