@@ -742,9 +742,12 @@ def moved(minute: int) -> set[str]:
     return {m for m in RATE if declared(m, minute) != declared(m, minute - 1)}
 
 
-def good_changes(diff: RenderDiff) -> tuple[dict[str, list[tuple[str, Any, Any]]], set[str], set[str], list[str]]:
-    """good's objects changed (label -> (path, before, after)), added and removed; its outputs and
-    chart values changed (paths)."""
+Change = tuple[str, Any, Any]
+
+
+def good_changes(diff: RenderDiff) -> tuple[dict[str, list[Change]], set[str], set[str], dict[str, Change]]:
+    """good's objects changed (label -> (path, before, after)), added and removed; its alerting and
+    recording rules changed (the rule's name or the group -> (path, before, after))."""
     changed = {
         label: [(c.path, c.before, c.after) for c in changes]
         for label, changes in diff.objects.changed.items()
@@ -752,17 +755,46 @@ def good_changes(diff: RenderDiff) -> tuple[dict[str, list[tuple[str, Any, Any]]
     }
     added = {label for label in diff.objects.added if owner(label) == "good"}
     removed = {label for label in diff.objects.removed if owner(label) == "good"}
-    charts = [c.path for changes in diff.charts.changed.values() for c in changes if "-good" in c.path]
-    return changed, added, removed, charts
+    rules = {
+        rule_name(c.path): (c.path, c.before, c.after)
+        for changes in diff.charts.changed.values()
+        for c in changes
+        if c.path.startswith(GOOD_RULES)
+    }
+    return changed, added, removed, rules
+
+
+def rule_name(path: str) -> str:
+    """`InferenceRolloutStarvedOfData` of `...groups[inference-service-good].rules[InferenceRolloutStarvedOfData].expr`;
+    the group's own path for the group."""
+    found = re.match(re.escape(GOOD_RULES) + r"\.rules\[([^]]+)\]", path)
+    return path if found is None else found.group(1)
+
+
+# The rules that judge a canary of good's and record its rollout: added at its first step.
+CANARY_RULES = {
+    "InferenceVersionErrorRatioAbovePrimary",
+    "InferenceVersionGetsNoTraffic role=canary",
+    "InferenceVersionSlowerThanPrimary",
+    "InferenceRolloutStarvedOfData",
+    "inference:rollout_candidate_weight:declared",
+    "inference:rollout_step:declared",
+}
+STEP_RULE, WEIGHT_RULE, STARVED = (
+    "inference:rollout_step:declared",
+    "inference:rollout_candidate_weight:declared",
+    "InferenceRolloutStarvedOfData",
+)
 
 
 def test_the_render_diff_of_each_of_goods_steps_shows_only_the_weights(
     scenario: Scenario, tmp_path: Path, capsys: Any
 ) -> None:
     """Each commit of a step of good's, rendered before and after: good's routes' weights move as
-    the step says and nothing else of good's changes (at the start, its alerting rules begin to
-    judge v2; at the promotion, v1's objects, route and rules go); whatever else changed belongs to
-    a model the same run moved."""
+    the step says, and of good's nothing else changes but the step and weight its rules record for
+    the cluster's tools (and the starved-of-data alert that names them); at the start its rules
+    begin to judge v2, at the promotion v1's objects, route and rules go. Whatever else changed
+    belongs to a model the same run moved."""
     runs = scenario.runs
     minutes = (0, 15, 30, 45)
     parents = {m: git(scenario.repo, "rev-parse", f"{runs[m].commit}~1").strip() for m in minutes}
@@ -776,7 +808,7 @@ def test_the_render_diff_of_each_of_goods_steps_shows_only_the_weights(
         before, after = declared("good", minute - 1).weights, declared("good", minute).weights
         weights = {(c.path, c.before, c.after) for c in diff.outputs if c.path.startswith("models.good.")}
         assert weights == {(f"models.good.weights.{v}", before[v], after.get(v, ABSENT)) for v in before}, minute
-        changed, added, removed, charts = good_changes(diff)
+        changed, added, removed, rules = good_changes(diff)
         routes = {
             "VirtualService service/good (networking.istio.io/v1)",
             "VirtualService service/good-mesh (networking.istio.io/v1)",
@@ -789,8 +821,18 @@ def test_the_render_diff_of_each_of_goods_steps_shows_only_the_weights(
                     (True, before["v1"], after["v1"]),
                     (True, before["v2"], after["v2"]),
                 }, (minute, label)
-            assert all(path.startswith(GOOD_RULES + ".rules[") for path in charts), charts
-            assert bool(charts) == (minute == 0), charts  # v2 judged as a canary from its first step
+            step = [0, 15, 30].index(minute) + 1
+            if minute == 0:  # v2 judged as a canary from its first step, its step recorded
+                assert set(rules) == CANARY_RULES
+                assert all(b is ABSENT for _, b, _ in rules.values())
+                assert (rules[STEP_RULE][2]["expr"], rules[WEIGHT_RULE][2]["expr"]) == ("vector(1)", "vector(5)")
+            else:  # the step and weight the rules record, and the one alert that names them
+                assert rules[STEP_RULE][1:] == (f"vector({step - 1})", f"vector({step})")
+                assert rules[WEIGHT_RULE][1:] == (f"vector({before['v2']})", f"vector({after['v2']})")
+                path, said, says = rules[STARVED]
+                assert path.endswith(".annotations.description")
+                assert said.replace(f"step {step - 1} ({before['v2']} %)", f"step {step} ({after['v2']} %)") == says
+                assert set(rules) == {STEP_RULE, WEIGHT_RULE, STARVED}
         else:
             assert removed == {
                 "ConfigMap service/good-v1 (v1)",
@@ -807,7 +849,8 @@ def test_the_render_diff_of_each_of_goods_steps_shows_only_the_weights(
                 ("spec.http[in-mesh].route[0].weight", 50, 100),
             ]
             assert [path for path, _, a in mesh if a is ABSENT] == ["spec.http[in-mesh].route[1]"]
-            assert charts == [GOOD_RULES]  # one version left: nothing to compare
+            assert list(rules) == [GOOD_RULES]  # one version left: nothing to compare, no rollout to record
+            assert rules[GOOD_RULES][2] is ABSENT
         if minute == 15:
             assert main(["diff", str(old), str(new)]) == 0
             report = capsys.readouterr().out
