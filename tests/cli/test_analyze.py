@@ -23,6 +23,7 @@ from inference_platform.cli.main import main
 from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.stack.config import parse_stack_config, project_values
 from tests.conftest import base_config, write_stack_file
+from tests.platform.istio_series import DURATIONS_TYPE, PAIRS_TYPE, REQUESTS_TYPE, pair_samples, request_samples
 from tests.platform.prometheus_harness import PROMTOOL, RunningPrometheus, prometheus
 from tests.platform.prometheus_harness import backfilled as backfilled_series
 from tests.ports import free_port
@@ -33,7 +34,6 @@ STEP = 15  # seconds between samples, as the platform scrapes
 MINUTES = 40
 # 5 % of v3's requests fail from minute 20 on; before that every version is clean.
 SHADOW_FAILS_FROM = 20 * 60
-BUCKETS = (("25", 0.5), ("50", 0.75), ("100", 1.0), ("250", 1.0), ("+Inf", 1.0))  # p95 = 90 ms
 
 # base_config's iris (v1 90, v2 10, v3 mirrored 50), churn with a shadow that sees too little
 # traffic, and a model with a single version (nothing to compare).
@@ -52,43 +52,21 @@ AGREE = {("iris", "v3"): 2.5, ("churn", "v2"): 0.04}
 DISAGREE_FROM, DISAGREE = 25 * 60, {("iris", "v3"): 0.1}
 
 
-def labels(model: str, version: str, **extra: str) -> str:
-    pairs = {
-        "reporter": "destination",
-        "destination_workload_namespace": "service",
-        "destination_app": model,
-        "destination_version": version,
-        "source_workload": "istio-ingressgateway",
-    } | extra
-    return ",".join(f'{k}="{v}"' for k, v in pairs.items())
-
-
 def openmetrics(start: int) -> str:
     """Counters and histogram buckets, sample by sample, as Prometheus would have scraped them."""
-    requests = ["# TYPE istio_requests counter"]
-    durations = ["# TYPE istio_request_duration_milliseconds histogram"]
+    times = [start + step * STEP for step in range(MINUTES * 60 // STEP + 1)]
+    requests, durations = [REQUESTS_TYPE], [DURATIONS_TYPE]
     for (model, version), rate in RATES.items():
-        ok = errors = 0.0
-        for step in range(MINUTES * 60 // STEP + 1):
-            t = start + step * STEP
-            failing = (model, version) == ("iris", "v3") and step * STEP > SHADOW_FAILS_FROM
-            if step:
-                errors += rate * STEP * (0.05 if failing else 0)
-                ok += rate * STEP * (0.95 if failing else 1)
-            requests.append(f"istio_requests_total{{{labels(model, version, response_code='200')}}} {ok:g} {t}")
-            requests.append(f"istio_requests_total{{{labels(model, version, response_code='503')}}} {errors:g} {t}")
-            total = ok + errors
-            for bound, share in BUCKETS:
-                bucket = labels(model, version, le=bound)
-                durations.append(f"istio_request_duration_milliseconds_bucket{{{bucket}}} {total * share:g} {t}")
-            durations.append(f"istio_request_duration_milliseconds_count{{{labels(model, version)}}} {total:g} {t}")
-            durations.append(f"istio_request_duration_milliseconds_sum{{{labels(model, version)}}} {total * 40:g} {t}")
+        failing = [(model, version) == ("iris", "v3") and step * STEP > SHADOW_FAILS_FROM for step in range(len(times))]
+        added = [(rate * STEP * (0.95 if fails else 1), rate * STEP * (0.05 if fails else 0)) for fails in failing]
+        answered, timed = request_samples(model, version, times, added)
+        requests += answered
+        durations += timed
     gpu = ["# TYPE hami_container_device_utilization_ratio gauge"]
     up = ["# TYPE up gauge"]
     for model, version in RATES:
         pod = f"{model}-{version}-7c9f8d4b6-x2v9q"
-        for step in range(MINUTES * 60 // STEP + 1):
-            t = start + step * STEP
+        for t in times:
             gpu.append(
                 f'hami_container_device_utilization_ratio{{namespace="service",pod="{pod}",container="server",'
                 f'vdevice_index="0"}} 42 {t}'
@@ -96,17 +74,15 @@ def openmetrics(start: int) -> str:
             up.append(
                 f'up{{job="kubernetes-pods",namespace="service",app="{model}",version="{version}",pod="{pod}"}} 1 {t}'
             )
-    pairs = ["# TYPE inference_payload_pairs counter"]
+    pairs = [PAIRS_TYPE]
     for (model, version), rate in AGREE.items():
-        agreed = disagreed = 0.0
-        for step in range(MINUTES * 60 // STEP + 1):
-            t = start + step * STEP
-            if step:
-                agreed += rate * STEP
-                disagreed += DISAGREE.get((model, version), 0.0) * STEP * (step * STEP > DISAGREE_FROM)
-            shadow = f'namespace="service",model="{model}",version="{version}",job="kubernetes-pods"'
-            pairs.append(f'inference_payload_pairs_total{{{shadow},result="agree"}} {agreed:g} {t}')
-            pairs.append(f'inference_payload_pairs_total{{{shadow},result="disagree"}} {disagreed:g} {t}')
+        disagreeing = DISAGREE.get((model, version), 0.0)
+        pairs += pair_samples(
+            model,
+            version,
+            times,
+            [(rate * STEP, disagreeing * STEP * (step * STEP > DISAGREE_FROM)) for step in range(len(times))],
+        )
     return "\n".join([*requests, *durations, *gpu, *up, *pairs, "# EOF"]) + "\n"
 
 

@@ -24,6 +24,7 @@ from inference_platform.serving.runtimes.vllm import VLLMModel
 from inference_platform.stack.config import parse_stack_config, project_values
 from tests.analysis.test_token_latency import SGLANG_TPOT, SGLANG_TTFT, VLLM_TPOT, VLLM_TTFT
 from tests.conftest import base_config, write_stack_file
+from tests.platform.istio_series import DURATIONS_TYPE, REQUESTS_TYPE, request_samples
 from tests.platform.prometheus_harness import PROMTOOL, RunningPrometheus, prometheus
 from tests.platform.prometheus_harness import backfilled as backfilled_series
 from tests.serving import engine_histograms
@@ -49,7 +50,6 @@ RATES = {
 }
 # qwen's canary serves (Istio counts its requests) but its engine's metrics never reach Prometheus.
 UNSCRAPED = {("qwen", "v2")}
-ISTIO_BUCKETS = (("25", 0.5), ("50", 0.75), ("100", 1.0), ("250", 1.0), ("+Inf", 1.0))  # p95 = 90 ms
 TTFT_ALERT_REASON = "p95 time to first token 375 ms is 50.0 % above the primary's 250 ms (allowed 20 %)"
 
 
@@ -72,35 +72,12 @@ def config() -> dict[str, Any]:
     return stack
 
 
-def istio_labels(model: str, version: str, **extra: str) -> str:
-    pairs = {
-        "reporter": "destination",
-        "destination_workload_namespace": NAMESPACE,
-        "destination_app": model,
-        "destination_version": version,
-        "source_workload": "istio-ingressgateway",
-    } | extra
-    return ",".join(f'{k}="{v}"' for k, v in pairs.items())
-
-
 def istio(times: list[int]) -> list[str]:
-    requests = ["# TYPE istio_requests counter"]
-    durations = ["# TYPE istio_request_duration_milliseconds histogram"]
+    requests, durations = [REQUESTS_TYPE], [DURATIONS_TYPE]
     for (model, version), rate in RATES.items():
-        for step, t in enumerate(times):
-            total = rate * step * STEP
-            requests.append(
-                f"istio_requests_total{{{istio_labels(model, version, response_code='200')}}} {total:g} {t}"
-            )
-            for bound, share in ISTIO_BUCKETS:
-                bucket = istio_labels(model, version, le=bound)
-                durations.append(f"istio_request_duration_milliseconds_bucket{{{bucket}}} {total * share:g} {t}")
-            durations.append(
-                f"istio_request_duration_milliseconds_count{{{istio_labels(model, version)}}} {total:g} {t}"
-            )
-            durations.append(
-                f"istio_request_duration_milliseconds_sum{{{istio_labels(model, version)}}} {total * 40:g} {t}"
-            )
+        answered, timed = request_samples(model, version, times, [(rate * STEP, 0.0)] * len(times), NAMESPACE)
+        requests += answered
+        durations += timed
     return requests + durations
 
 
