@@ -25,6 +25,7 @@ from tests.conftest import base_config, write_sharded_repository, write_stack_fi
 START = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
 CLOSED = "http://127.0.0.1:9"  # nothing listens: a run that asks Prometheus exits 4
 COMMENT = "# the fraud team owns this model"
+NEXT = "# churn: the next model's comment, which a status added above it must not take"
 
 
 def stack(tmp_path: Path, **rollout: Any) -> Path:
@@ -33,7 +34,8 @@ def stack(tmp_path: Path, **rollout: Any) -> Path:
     iris = config["inference-platform:models"][0]
     iris["rollout"] = {"candidate": "v2", "steps": [5, 25, 50], "interval": "15m", **rollout}
     path = write_stack_file(tmp_path / "Pulumi.test.yaml", config)
-    path.write_text(path.read_text().replace("  - name: iris\n", f"  {COMMENT}\n  - name: iris\n"))
+    text = path.read_text().replace("  - name: iris\n", f"  {COMMENT}\n  - name: iris\n")
+    path.write_text(text.replace("  - name: churn\n", f"  {NEXT}\n  - name: churn\n"))
     return path
 
 
@@ -90,6 +92,7 @@ def test_the_first_run_starts_at_step_one_and_a_second_at_the_same_time_changes_
         "reason": "started: step 1 of 3, v2 at 5 %",
     }
     assert COMMENT in path.read_text()
+    assert f"  {NEXT}\n  - name: churn\n" in path.read_text()
     written = path.read_text()
     # The step's first window is not over: held from the file alone (Prometheus is not asked).
     assert run(path, START + timedelta(minutes=5), "--format", "json") == ExitCode.OK

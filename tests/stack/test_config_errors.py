@@ -97,7 +97,7 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         lambda c: models(c)[1].update(analysis={"payloads": {"enabled": True}}),
         "models[1].analysis.payloads.enabled",
         "answers are compared between the primary and its shadows, and this model has no shadow: "
-        "give a version mirrorPercent, or drop this",
+        "give a version mirrorPercent (or the rollout a shadowFirst), or drop this",
     ),
     (
         "payloads-sample-zero",

@@ -450,8 +450,11 @@ def _set_status(rollout: CommentedMap, status: Mapping[str, Any]) -> None:
     """Write the status key by key (a comment in it stays), times quoted, keys it no longer has removed."""
     existing = rollout.get("status")
     if not isinstance(existing, CommentedMap):
-        existing = CommentedMap()
-        set_key(rollout, "status", existing)
+        # Whole, then set: the lines that followed the rollout (the next model's comment) follow the new block.
+        created = CommentedMap()
+        created.update({key: _node(key, value) for key, value in status.items()})
+        set_key(rollout, "status", created)
+        return
     for key in [k for k in existing if k not in status]:
         delete_key(existing, key)
     for key, given in status.items():

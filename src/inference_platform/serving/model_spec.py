@@ -291,12 +291,15 @@ class ModelSpecBase(ConfigModel):
         problems += self._npu_problems()
         problems += self._autoscaling_problems()
         problems += self._routing_problems()
-        if self.analysis.payloads.enabled and not self.mirrors:
+        # A rollout that starts in the dark compares its candidate's answers in its shadow phase, and
+        # has no shadow before it or after it (payload_capture.py captures nothing then).
+        compares_in_rollout = self.rollout is not None and self.rollout.shadow_first is not None
+        if self.analysis.payloads.enabled and not self.mirrors and not compares_in_rollout:
             problems.append(
                 (
                     "analysis.payloads.enabled",
                     "answers are compared between the primary and its shadows, and this model has no shadow: "
-                    "give a version mirrorPercent, or drop this",
+                    "give a version mirrorPercent (or the rollout a shadowFirst), or drop this",
                 )
             )
         problems += self._token_latency_problems()

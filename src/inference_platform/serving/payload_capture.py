@@ -62,8 +62,9 @@ class ComparatorRef(ConfigModel):
 
 
 def captured_versions(model: ModelSpecBase) -> list[ModelVersion]:
-    """The versions whose exchanges the comparator pairs: the primary and every shadow."""
-    if not model.analysis.payloads.enabled:
+    """The versions whose exchanges the comparator pairs: the primary and every shadow; none while
+    the model has no shadow (a rollout's candidate before or after its shadow phase)."""
+    if not model.analysis.payloads.enabled or not model.mirrors:
         return []
     return [v for v in model.versions if v is model.primary or v.mirror_percent]
 
