@@ -75,6 +75,24 @@ def test_the_primary_and_each_shadow_are_captured_the_canary_is_not() -> None:
     assert policies == filters
 
 
+def test_a_rollout_starting_in_the_dark_captures_only_in_its_shadow_phase() -> None:
+    """A model whose rollout has shadowFirst compares answers with no shadow before the shadow phase
+    (its candidate idle) and after it (a canary): then nothing is captured, the primary included."""
+    rollout = {"candidate": "v2", "steps": [50], "interval": "15m", "shadowFirst": {"mirrorPercent": 20}}
+    before = {
+        **iris(rollout=rollout),
+        "versions": [
+            {"name": "v1", "modelUri": "pvc://models/iris/v1", "weight": 100},
+            {"name": "v2", "modelUri": "pvc://models/iris/v2", "weight": 0},
+        ],
+    }
+    assert not [name for kind, name in render(before) if kind in {"EnvoyFilter", "NetworkPolicy"} and "capture" in name]
+    shadow = {**before, "versions": [before["versions"][0], {**before["versions"][1], "mirrorPercent": 20}]}
+    del shadow["versions"][1]["weight"]
+    filters = sorted(name for kind, name in render(shadow) if kind == "EnvoyFilter" and name.endswith("-capture"))
+    assert filters == ["iris-v1-capture", "iris-v2-capture"]
+
+
 def test_the_filter_streams_both_directions_to_the_comparator_without_waiting() -> None:
     spec = render(iris())["EnvoyFilter", "iris-v3-capture"]["spec"]
     assert spec["workloadSelector"] == {"labels": {"app": "iris", "version": "v3"}}
