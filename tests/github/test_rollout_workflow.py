@@ -25,9 +25,10 @@ import yaml
 
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.main import main
-from tests.cli.test_analyze import BUCKETS, STEP, labels
+from tests.cli.test_analyze import STEP
 from tests.conftest import ROOT, base_config, shard_stack_config, write_sharded_repository, write_stack_file
 from tests.github.test_workflows import environments, git, run_step, select_step, steps, triggers, workflow
+from tests.platform.istio_series import DURATIONS_TYPE, REQUESTS_TYPE, request_samples
 from tests.platform.prometheus_harness import RunningPrometheus, backfilled, prometheus
 from tests.ports import free_port
 
@@ -397,21 +398,14 @@ MINUTES = 30
 def failing_candidate(start: int) -> str:
     """iris's series, as Istio's sidecars report them: v1 answers 9 requests a second, all well; v2,
     the candidate, 1 a second, a fifth of them 503."""
-    lines = ["# TYPE istio_requests counter"]
-    buckets = ["# TYPE istio_request_duration_milliseconds histogram"]
+    times = [start + step * STEP for step in range(MINUTES * 60 // STEP + 1)]
+    requests, durations = [REQUESTS_TYPE], [DURATIONS_TYPE]
     for version, rate, failing in (("v1", 9.0, 0.0), ("v2", 1.0, 0.2)):
-        for step in range(MINUTES * 60 // STEP + 1):
-            t = start + step * STEP
-            total = rate * STEP * step
-            ok, errors = total * (1 - failing), total * failing
-            lines.append(f"istio_requests_total{{{labels('iris', version, response_code='200')}}} {ok:g} {t}")
-            lines.append(f"istio_requests_total{{{labels('iris', version, response_code='503')}}} {errors:g} {t}")
-            for bound, share in BUCKETS:
-                bucket = labels("iris", version, le=bound)
-                buckets.append(f"istio_request_duration_milliseconds_bucket{{{bucket}}} {total * share:g} {t}")
-            buckets.append(f"istio_request_duration_milliseconds_count{{{labels('iris', version)}}} {total:g} {t}")
-            buckets.append(f"istio_request_duration_milliseconds_sum{{{labels('iris', version)}}} {total * 40:g} {t}")
-    return "\n".join([*lines, *buckets, "# EOF"]) + "\n"
+        added = [(rate * STEP * (1 - failing), rate * STEP * failing)] * len(times)
+        answered, timed = request_samples("iris", version, times, added)
+        requests += answered
+        durations += timed
+    return "\n".join([*requests, *durations, "# EOF"]) + "\n"
 
 
 @pytest.fixture(scope="module")
