@@ -211,9 +211,14 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+SUGGESTION_CUTOFF = 0.7
+"""How like a choice a mistake must be to suggest it (difflib's ratio): typos score 0.8 and more, while
+at difflib's default 0.6 unrelated words match (`colour` would be read as `rollout`)."""
+
+
 def did_you_mean(given: Any, choices: Iterable[str]) -> str:
     """`: did you mean 'exclusive'?` where one of `choices` is close to `given` (difflib), else ''."""
-    close = difflib.get_close_matches(str(given), list(choices), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(str(given), list(choices), n=1, cutoff=SUGGESTION_CUTOFF)
     return f": did you mean {close[0]!r}?" if close else ""
 
 
