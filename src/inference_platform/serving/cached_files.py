@@ -68,3 +68,20 @@ def cache_contents(models: Sequence[ModelSpecBase]) -> dict[NodeKind, list[tuple
         held.setdefault(cached.kind, []).append((cached.label, cached.download_size))
         held[cached.kind] += [(f"{cached.label} adapter {a.name}", a.download_size) for a in cached.adapters]
     return held
+
+
+# --- Where the files live on a cache node (the agent writes them, the versions' pods read them) ------
+
+MODEL_DIR = "model"
+"""<path>/<namespace>/<model>/<version>/model/: the model's files, as a download puts them in /mnt/models."""
+ADAPTERS_DIR = "adapters"
+"""<path>/<namespace>/<model>/<version>/adapters/<name>/: each downloaded adapter's files."""
+MARKER = ".complete"
+"""<path>/<namespace>/<model>/<version>/.complete: written last, atomically, by the cache agent once every
+file is in place: JSON {"uri", "adapters": {name: uri}, "digest", "bytes", "completedAt"}. A pod reads the
+copy only when the marker is there and names the version's URI (and its adapters')."""
+
+
+def node_dir(path: str, namespace: str, model: str, version: str) -> str:
+    """A cached version's directory on a cache node."""
+    return f"{path}/{namespace}/{model}/{version}"
