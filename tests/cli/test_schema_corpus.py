@@ -43,6 +43,7 @@ from inference_platform.config.base import (
     SchemaRule,
 )
 from inference_platform.config.errors import ConfigError
+from inference_platform.platform.model_cache import CACHE_PATH_RULE
 from inference_platform.platform.network import CIDR_RULE
 from inference_platform.serving.lora import MAX_NAME_LENGTH
 from inference_platform.serving.model_storage import MODEL_URI_RULE
@@ -99,6 +100,10 @@ RULE_CASES: dict[SchemaRule, Cases] = {
         ["10.0.0.0/33", "300.0.0.0/8", "10.0.0/8", "example.com", "", "10.0.0.0/8/8"],
         ["192.0.2.0/24", "2001:db8::/32", "192.0.2.1"],
     ),
+    CACHE_PATH_RULE: Cases(
+        ["/", "var/lib/models", "/var/lib/models/", "/var//models", "/var/lib models", ""],
+        ["/var/lib/inference-models", "/mnt/nvme0/models", "/m"],
+    ),
     TIMESTAMP_RULE: Cases(
         ["yesterday", "2026-12-06T10:15:00", "2026-12-06", "10:15:00Z", ""],
         ["2026-12-06T10:15:00Z", "2026-12-06T10:15:00.5+02:00"],
@@ -115,6 +120,7 @@ RENDER_ONLY: dict[SchemaRule, dict[str, Any]] = {
     PINNED_IMAGE_RULE: {"an image name over 255 characters": "r/" + "a" * 254 + ":1"},
     MODEL_URI_RULE: {"a Hugging Face path with more than owner and model": "hf://owner/model/extra"},
     TIMESTAMP_RULE: {"a date that is not in the calendar": "2026-13-45T10:15:00Z"},
+    CACHE_PATH_RULE: {"a path with a '..' segment": "/var/lib/../models"},
 }
 
 
@@ -305,6 +311,8 @@ def corpus_base() -> Config:
     platform["npuNodes"] = {"pools": [{"type": "Ascend910B3", "count": 100, "npusPerNode": 16}]}
     triton = next(m for m in config[f"{PROJECT}:models"] if m["runtime"] == "triton")
     triton["instanceGroups"] = [{"count": 1, "kind": "cpu"}]
+    # The node-local model cache (no stack the renders compare holds it), caching nothing: any valid size fits.
+    platform["modelCache"] = {"enabled": True, "size": "1Ti", "nodes": "gpu"}
     # A rollout's durations are at least its model's analysis.window: a short window, so that every
     # valid duration is a valid interval there.
     for model in config[f"{PROJECT}:models"]:

@@ -225,6 +225,12 @@ class PlatformAutoscaler(str, Enum):
     Keda = "keda"
 
 
+class ModelCacheNodes(str, Enum):
+    Gpu = "gpu"
+    Npu = "npu"
+    Both = "both"
+
+
 class KedaRefGpuSource(str, Enum):
     Dcgm = "dcgm"
     Hami = "hami"
@@ -298,6 +304,8 @@ class ModelVersion(TypedDict):
     """Appended to the model's server arguments."""
     adapters: NotRequired[list[LoraAdapter]]
     """LoRA adapters this version's engine serves beside the base model, each under its own name (runtimes vllm and sglang): [{name, uri}], each fetched like the model into /mnt/adapters/<name>."""
+    cache: NotRequired[bool]
+    """Keep this version's files (and its adapters') on the cache nodes' local disk (platform.modelCache); by default the model's `cache`."""
 
 
 class Gpu(TypedDict):
@@ -686,6 +694,8 @@ class Model(TypedDict):
     """How canaries and shadows are judged against the primary: alerts and `infra analyze`."""
     calls: NotRequired[list[str]]
     """Other models of the stack this model's code calls: each gets <MODEL>_URL in the containers' environment, and access is opened for exactly these calls."""
+    cache: NotRequired[bool]
+    """Keep every version's files (and their adapters') on the cache nodes' local disk (platform.modelCache): pods read them there instead of downloading them (a version may say otherwise). Default: false."""
     rollout: NotRequired[RolloutSpec]
     """{candidate, steps, interval, ...}: a version taken step by step to all the traffic by `python -m infra rollout`, each step gated by analyze's verdict (docs/rollouts.md); its status is the command's to write."""
     batching: NotRequired[Batching]
@@ -1134,6 +1144,19 @@ class PayloadComparatorConfig(TypedDict):
     """A larger body is not compared (counted as dropped, reason body_too_large). Default: 1024."""
 
 
+class ModelCacheConfig(TypedDict):
+    """Model files kept on the cache nodes' local disk, read by the pods of cached versions instead of a download."""
+
+    enabled: NotRequired[bool]
+    """Run the cache agent on the cache nodes and let models set `cache` (docs/model-cache.md). Default: false."""
+    path: NotRequired[str]
+    """Where the files live on each cache node's local disk: <path>/<namespace>/<model>/<version>/. Default: \"/var/lib/inference-models\"."""
+    size: NotRequired[str]
+    """What each cache node can hold (e.g. 800Gi): the cached versions' downloadSize must fit in it."""
+    nodes: NotRequired[ModelCacheNodes]
+    """Which nodes cache: the GPU nodes (platform.gpuNodes), the NPU nodes (platform.npuNodes), or both. Default: \"gpu\"."""
+
+
 class PlatformConfig(TypedDict):
     """The cluster-wide pieces models run on; each can be switched off."""
 
@@ -1169,6 +1192,8 @@ class PlatformConfig(TypedDict):
     """The platform's own namespaces closed edge by edge, and where the API server and kubelets are."""
     payload_comparator: NotRequired[PayloadComparatorConfig]
     """The comparator of shadows' answers, deployed when a model sets analysis.payloads.enabled."""
+    model_cache: NotRequired[ModelCacheConfig]
+    """{enabled, path, size, nodes}: model files kept on the cache nodes' local disk, read by the pods of the versions models cache (`cache`) instead of a download (docs/model-cache.md)."""
 
 
 class S3Settings(TypedDict):

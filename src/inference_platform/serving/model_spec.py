@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -93,6 +93,11 @@ class ModelVersion(ConfigModel):
         default_factory=list,
         description="LoRA adapters this version's engine serves beside the base model, each under its own name "
         "(runtimes vllm and sglang): [{name, uri}], each fetched like the model into /mnt/adapters/<name>.",
+    )
+    cache: bool | None = Field(
+        default=None,
+        description="Keep this version's files (and its adapters') on the cache nodes' local disk "
+        "(platform.modelCache); by default the model's `cache`.",
     )
 
     @model_validator(mode="after")
@@ -267,6 +272,11 @@ class ModelSpecBase(ConfigModel):
         default_factory=list,
         description="Other models of the stack this model's code calls: each gets <MODEL>_URL in the "
         "containers' environment, and access is opened for exactly these calls.",
+    )
+    cache: bool = Field(
+        default=False,
+        description="Keep every version's files (and their adapters') on the cache nodes' local disk "
+        "(platform.modelCache): pods read them there instead of downloading them (a version may say otherwise).",
     )
     rollout: RolloutSpec | None = Field(
         default=None,
@@ -700,6 +710,25 @@ class ModelSpecBase(ConfigModel):
     def placement(self, gpu_nodes: GpuNodes, npu_nodes: NpuNodes) -> GpuPlacement:
         """What the model's accelerators add to each pod: its NPUs, or its GPU mode's."""
         return self.npu.placement(npu_nodes) if self.npu is not None else self.gpu.placement(gpu_nodes)
+
+    @property
+    def accelerator_kind(self) -> Literal["gpu", "npu"] | None:
+        """The kind of node the model's pods run on: NPU nodes, GPU nodes, or neither (None)."""
+        if self.npu is not None:
+            return "npu"
+        return None if isinstance(self.gpu, NoGpu) else "gpu"
+
+    def is_cached(self, version: ModelVersion) -> bool:
+        """Whether the version's files are kept on the cache nodes: its own `cache`, else the model's."""
+        return self.cache if version.cache is None else version.cache
+
+    def cache_settings(self) -> list[tuple[str, ModelVersion]]:
+        """Each cached version with the setting that caches it (a path relative to the model)."""
+        return [
+            ("cache" if version.cache is None else f"versions[{index}].cache", version)
+            for index, version in enumerate(self.versions)
+            if self.is_cached(version)
+        ]
 
     @property
     def group_size(self) -> int:

@@ -23,6 +23,8 @@ from inference_platform.config.base import (
     config_problems,
     duplicate_problems,
     find_cycles,
+    quantity_sum,
+    quantity_value,
 )
 from inference_platform.config.errors import (
     ConfigError,
@@ -46,13 +48,15 @@ from inference_platform.platform.keda import HttpAddOnRef, KedaConfig, KedaRef
 from inference_platform.platform.leader_worker_set import NAMESPACE as LWS_NAMESPACE
 from inference_platform.platform.leader_worker_set import LeaderWorkerSetConfig
 from inference_platform.platform.metrics_server import MetricsServerConfig
+from inference_platform.platform.model_cache import ModelCacheConfig
 from inference_platform.platform.network import NetworkConfig
 from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.platform.prometheus import SERVER_PORT, PrometheusConfig
 from inference_platform.platform.prometheus_adapter import PrometheusAdapterConfig
+from inference_platform.serving.cached_files import cache_contents
 from inference_platform.serving.gpu import GPU_MODE_UNION, VirtualGpu
 from inference_platform.serving.inference_service.routing import mesh_route_name
-from inference_platform.serving.model_storage import StorageCredentials, needs_s3_credentials
+from inference_platform.serving.model_storage import StorageCredentials, is_downloaded, needs_s3_credentials
 from inference_platform.serving.payload_comparator import PayloadComparatorConfig
 from inference_platform.serving.pipeline.spec import PipelineSpec
 from inference_platform.serving.rollout_spec import RolloutSettings
@@ -129,6 +133,11 @@ class PlatformConfig(ConfigModel):
     payload_comparator: PayloadComparatorConfig = Field(
         default_factory=PayloadComparatorConfig,
         description="The comparator of shadows' answers, deployed when a model sets analysis.payloads.enabled.",
+    )
+    model_cache: ModelCacheConfig = Field(
+        default_factory=ModelCacheConfig,
+        description="{enabled, path, size, nodes}: model files kept on the cache nodes' local disk, read by the "
+        "pods of the versions models cache (`cache`) instead of a download (docs/model-cache.md).",
     )
 
     @model_validator(mode="after")
@@ -266,9 +275,65 @@ class StackConfig(ConfigModel):
             problems += self._capacity_problems()
         problems += self._autoscaling_problems()
         problems += self._pool_problems()
+        problems += self._cache_problems()
         if problems:
             raise config_problems(problems)
         return self
+
+    def _cache_problems(self) -> list[tuple[str, str]]:
+        """Cached versions need the cache, files that are downloaded, and pods on the cache nodes; the
+        cache nodes' kind must be declared, and what each holds must fit its size."""
+        cache = self.platform.model_cache
+        problems = []
+        if cache.enabled and "npu" in cache.kinds and not self.platform.npu_nodes.pools:
+            problems.append(
+                (
+                    "platform.modelCache.nodes",
+                    f"{cache.nodes} caches on NPU nodes, and platform.npuNodes.pools declares none",
+                )
+            )
+        for index, model in enumerate(self.models):
+            for path, version in model.cache_settings():
+                where = f"models[{index}].{path}"
+                if not cache.enabled:
+                    problems.append((where, "caching needs platform.modelCache.enabled (and its size)"))
+                elif not is_downloaded(version.model_uri):
+                    problems.append(
+                        (
+                            where,
+                            f"{version.name}'s files are on a claim ({version.model_uri}), already in the "
+                            "cluster: only downloaded files (s3, gs, http(s), hf) are cached",
+                        )
+                    )
+                elif model.accelerator_kind not in cache.kinds:
+                    runs = f"{model.accelerator_kind.upper()} nodes" if model.accelerator_kind else "no GPU or NPU"
+                    problems.append(
+                        (
+                            where,
+                            f"the model runs on {runs}, and platform.modelCache.nodes is {cache.nodes}: "
+                            "its pods could not read the cache nodes' copy",
+                        )
+                    )
+        if cache.enabled and cache.size is not None and not problems:
+            problems += self._cache_fit(cache)
+        return problems
+
+    def _cache_fit(self, cache: ModelCacheConfig) -> list[tuple[str, str]]:
+        """Each kind of cache node holds every cached version of its kind's models (and their adapters)."""
+        assert cache.size is not None
+        problems = []
+        for kind, held in cache_contents(self.models).items():
+            sizes = [size for _, size in held]
+            if sizes and quantity_value(quantity_sum(sizes)) > quantity_value(cache.size):
+                listed = ", ".join(f"{name} {size}" for name, size in held)
+                problems.append(
+                    (
+                        "platform.modelCache.size",
+                        f"each {kind.upper()} cache node would hold {quantity_sum(sizes)} "
+                        f"({listed}), more than its {cache.size}",
+                    )
+                )
+        return problems
 
     def _pool_problems(self) -> list[tuple[str, str]]:
         """Inference pools need the platform's Istio, whose istiod and gateway the platform sets up for them."""

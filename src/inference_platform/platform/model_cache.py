@@ -1,0 +1,69 @@
+"""The node-local model cache: model files kept on the local disk of the GPU (or NPU) nodes, so that a
+version that wakes from zero or lands on a new node reads them locally instead of downloading them
+(docs/model-cache.md). KServe's LocalModelCache does the same.
+
+Here: what the platform team sets (`platform.modelCache`), and which nodes cache. Which versions are
+cached is each model's `cache` (serving/model_spec.py).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Annotated, Final, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from inference_platform.config.base import ConfigModel, Quantity, SchemaRule, config_problems, ecma_pattern
+
+CacheNodes = Literal["gpu", "npu", "both"]
+NodeKind = Literal["gpu", "npu"]
+NODE_KINDS: Final[dict[CacheNodes, tuple[NodeKind, ...]]] = {"gpu": ("gpu",), "npu": ("npu",), "both": ("gpu", "npu")}
+DEFAULT_PATH: Final = "/var/lib/inference-models"
+# An absolute path of plain segments: no '.', '..', empty segments or a trailing '/'.
+_CACHE_PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+
+
+def check_cache_path(value: str) -> str:
+    """An absolute path other than `/`, as written (no '.' or '..' segment, no trailing '/')."""
+    if not _CACHE_PATH.match(value):
+        raise ValueError(f"{value!r} is not an absolute path of plain segments (e.g. {DEFAULT_PATH}); not /")
+    if posixpath.normpath(value) != value:
+        raise ValueError(f"{value!r} has '.' or '..' segments: write {posixpath.normpath(value)!r}")
+    return value
+
+
+CACHE_PATH_RULE = SchemaRule(pattern=ecma_pattern(_CACHE_PATH))
+CachePath = Annotated[str, AfterValidator(check_cache_path), CACHE_PATH_RULE]
+
+
+class ModelCacheConfig(ConfigModel):
+    """Model files kept on the cache nodes' local disk, read by the pods of cached versions instead of a download."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Run the cache agent on the cache nodes and let models set `cache` (docs/model-cache.md).",
+    )
+    path: CachePath = Field(
+        default=DEFAULT_PATH,
+        description="Where the files live on each cache node's local disk: <path>/<namespace>/<model>/<version>/.",
+    )
+    size: Quantity | None = Field(
+        default=None,
+        description="What each cache node can hold (e.g. 800Gi): the cached versions' downloadSize must fit in it.",
+    )
+    nodes: CacheNodes = Field(
+        default="gpu",
+        description="Which nodes cache: the GPU nodes (platform.gpuNodes), the NPU nodes (platform.npuNodes), or both.",
+    )
+
+    @model_validator(mode="after")
+    def _sized(self) -> ModelCacheConfig:
+        if self.enabled and self.size is None:
+            raise config_problems([("size", "set what each cache node can hold (e.g. 800Gi)")])
+        return self
+
+    @property
+    def kinds(self) -> tuple[NodeKind, ...]:
+        """The kinds of node that cache: gpu, npu, or both."""
+        return NODE_KINDS[self.nodes]
