@@ -286,14 +286,17 @@ class StackConfig(ConfigModel):
             problems.append(
                 (
                     "platform.modelCache.nodes",
-                    f"{cache.nodes} caches on NPU nodes, and platform.npuNodes.pools declares none",
+                    f"{cache.nodes} caches on the NPU nodes, and platform.npuNodes.pools declares none: "
+                    "declare them, or cache on gpu",
                 )
             )
         for index, model in enumerate(self.models):
             for path, version in model.cache_settings():
                 where = f"models[{index}].{path}"
                 if not cache.enabled:
-                    problems.append((where, "caching needs platform.modelCache.enabled (and its size)"))
+                    problems.append(
+                        (where, "the cache is off: set platform.modelCache.enabled and its size, or drop cache")
+                    )
                 elif not is_downloaded(version.model_uri):
                     problems.append(
                         (
