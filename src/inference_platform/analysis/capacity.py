@@ -26,19 +26,27 @@ LoRA adapters (vLLM, SGLang) hold no devices of their own: each pod of a version
 reserves `slots` adapter slots inside the engine's memory share, which its KV cache loses. The plan
 says how many, per pod; their size follows the base model's architecture, which no config holds, so
 it is not counted (a note says so).
+
+The node-local model cache (`platform.modelCache`, docs/model-cache.md) is a plan of bytes, not of
+devices: what each kind of cache node holds (every cached version of its kind's models, with their
+downloaded adapters, at their `downloadSize`) against `size`. Nothing is planned when the cache is off.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
+from inference_platform.config.base import quantity_sum, quantity_value
 from inference_platform.platform.ascend import CHIPS
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.platform.hami import Sharing
+from inference_platform.platform.model_cache import ModelCacheConfig, NodeKind
 from inference_platform.platform.npu_nodes import NpuNodes
+from inference_platform.serving.cached_files import cache_contents
 from inference_platform.serving.gpu import ExclusiveGpu, SharedGpu, VirtualGpu
 from inference_platform.serving.lora import LoraLimits
 from inference_platform.serving.model_spec import ModelSpecBase
@@ -238,6 +246,56 @@ class DevicePlan:
 
 
 @dataclass(frozen=True)
+class CacheNodePlan:
+    """What each cache node of one kind holds (platform.modelCache): every cached version of its
+    kind's models and their downloaded adapters, at their downloadSize, against `size`."""
+
+    kind: NodeKind
+    size: str
+    held: tuple[tuple[str, str], ...] = ()
+    """(model/version, or its adapter, downloadSize), in the stack's order."""
+
+    @property
+    def total(self) -> str:
+        """The held sizes added up, as a quantity (0 when nothing is cached)."""
+        return quantity_sum([size for _, size in self.held]) if self.held else "0"
+
+    @property
+    def bytes(self) -> int:
+        return math.ceil(sum((quantity_value(size) for _, size in self.held), start=Fraction(0)))
+
+    @property
+    def size_bytes(self) -> int:
+        return math.ceil(quantity_value(self.size))
+
+    @property
+    def fits(self) -> bool:
+        return self.bytes <= self.size_bytes
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "bytes": self.bytes,
+            "sizeBytes": self.size_bytes,
+            "held": self.total,
+            "size": self.size,
+            "fits": self.fits,
+            "versions": [{"name": name, "downloadSize": size} for name, size in self.held],
+        }
+
+    def headline(self) -> str:
+        percent = f" ({100 * self.bytes / self.size_bytes:.0f}%)" if self.size_bytes else ""
+        return f"Model cache: each {self.kind.upper()} cache node holds {self.total} of {self.size}{percent}"
+
+
+def cache_plan(models: Sequence[ModelSpecBase], cache: ModelCacheConfig) -> tuple[CacheNodePlan, ...]:
+    """Each kind of cache node's bytes against the cache's size; none when the cache is off."""
+    if not cache.enabled or cache.size is None:
+        return ()
+    contents = cache_contents(models)
+    return tuple(CacheNodePlan(kind, str(cache.size), tuple(contents.get(kind, []))) for kind in cache.kinds)
+
+
+@dataclass(frozen=True)
 class Plan:
     gpus_min: int
     gpus_awake: int
@@ -251,6 +309,8 @@ class Plan:
     """Each version's whole devices or slices: with the packings, what adds up to the headlines."""
     packings: tuple[Packing, ...] = ()
     """How the slices of each kind of device pack onto devices (GPUs first, then each NPU type)."""
+    cache: tuple[CacheNodePlan, ...] = ()
+    """Each kind of cache node's bytes (platform.modelCache); empty when the cache is off."""
 
     @property
     def fits_min(self) -> bool | None:
@@ -273,6 +333,8 @@ class Plan:
         }
         if self.npus:
             out["npus"] = {device: npus.as_json() for device, npus in self.npus.items()}
+        if self.cache:
+            out["modelCache"] = {nodes.kind: nodes.as_json() for nodes in self.cache}
         return out
 
     def report_json(self) -> dict[str, Any]:
@@ -287,6 +349,7 @@ class Plan:
         of = f" of {self.declared} declared" if self.declared is not None else " (no GPUs declared)"
         lines = [f"GPUs: {self.gpus_min} at minimum replicas, {self.gpus_awake} awake, {self.gpus_peak} at peak{of}"]
         lines += [npus.headline(device) for device, npus in self.npus.items()]
+        lines += [nodes.headline() for nodes in self.cache]
         return "\n".join(lines)
 
 
@@ -436,6 +499,8 @@ def plan(
     sharing: Sharing,
     declared: int | None,
     npu_nodes: NpuNodes | None = None,
+    *,
+    model_cache: ModelCacheConfig | None = None,
 ) -> Plan:
     whole: dict[str, list[int]] = {stage: [] for stage in STAGES}
     """Each pod's whole GPUs, per stage."""
@@ -496,6 +561,7 @@ def plan(
         npus=npus,
         rows=tuple(rows + npu_rows),
         packings=tuple(packings),
+        cache=cache_plan(models, model_cache) if model_cache is not None else (),
     )
 
 

@@ -31,6 +31,17 @@ def capacity_table(plan: Plan) -> Table:
     return table
 
 
+def cache_table(plan: Plan) -> Table:
+    """What each kind of cache node holds (platform.modelCache): each cached version and adapter, then the
+    total against the cache's size."""
+    table = Table("cache nodes", "version", "downloadSize", title="Model cache, on each node", title_justify="left")
+    for nodes in plan.cache:
+        for name, size in nodes.held:
+            table.add_row(nodes.kind.upper(), name, size)
+        table.add_row(nodes.kind.upper(), "total", f"{nodes.total} of {nodes.size}", style="bold", end_section=True)
+    return table
+
+
 def _cells(row: Row) -> list[str]:
     if row.share is None:
         return [str(n) for n in row.whole]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -106,7 +107,8 @@ def _render(args: argparse.Namespace) -> ExitCode:  # noqa: PLR0915 (a dozen of 
     _print_summary(result, chart_objects, args.stack, out_dir, args.verbose)
     # The plan of what the program registered (its InferenceServices), whatever composed them; a
     # platform stack's is its whole environment's, whose models its shards register.
-    _print_capacity(config.capacity() if kind == "platform" and config is not None else registered_capacity(result))
+    plan = config.capacity() if kind == "platform" and config is not None else registered_capacity(result)
+    _print_capacity(dataclasses.replace(plan, cache=config.cache_plan()) if config is not None else plan)
     if why_not is not None and (result.charts or result.config_files):
         print(f"Charts {why_not}")
     if kind == "platform" and args.shards and config is not None:
@@ -236,7 +238,7 @@ def _stack_config(args: argparse.Namespace) -> StackConfig | None:
 
 
 def _capacity(args: argparse.Namespace) -> ExitCode:
-    from inference_platform.cli.capacity_table import capacity_table, packing_lines
+    from inference_platform.cli.capacity_table import cache_table, capacity_table, packing_lines
 
     config = _stack_config(args)
     if config is None:
@@ -246,6 +248,8 @@ def _capacity(args: argparse.Namespace) -> ExitCode:
         print(json.dumps(plan.report_json(), indent=2))
         return ExitCode.OK
     _console(200).print(capacity_table(plan))
+    if plan.cache:
+        _console(200).print(cache_table(plan))
     for line in packing_lines(plan):
         print(line)
     _print_capacity(plan)

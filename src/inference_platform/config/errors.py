@@ -314,7 +314,7 @@ def _message(
     if kind in _SCALAR_TYPES:
         return "", f"must be {_SCALAR_TYPES[kind]}, not {_yaml_shown(item['input'])}"
     message = str(item["msg"])
-    if not kind.startswith(("dns", "quantity", "duration", "model_uri", "union_mismatch")):
+    if not kind.startswith(("dns", "quantity", "duration", "model_uri", "union_mismatch", "cache_path")):
         message += f" (got {_shown(item['input'])})"
     return "", message
 

@@ -13,6 +13,7 @@ import re
 from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from inference_platform.config.base import ConfigModel, Quantity, SchemaRule, config_problems, ecma_pattern
 
@@ -26,10 +27,19 @@ _CACHE_PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
 
 def check_cache_path(value: str) -> str:
     """An absolute path other than `/`, as written (no '.' or '..' segment, no trailing '/')."""
-    if not _CACHE_PATH.match(value):
-        raise ValueError(f"{value!r} is not an absolute path of plain segments (e.g. {DEFAULT_PATH}); not /")
-    if posixpath.normpath(value) != value:
-        raise ValueError(f"{value!r} has '.' or '..' segments: write {posixpath.normpath(value)!r}")
+    problem = None
+    if value == "/":
+        problem = "'/' is the node's whole disk: name a directory of the cache's own (e.g. {example})"
+    elif not value.startswith("/"):
+        problem = "'{value}' is not absolute: write the path from / (e.g. {example})"
+    elif posixpath.normpath(value) != value and _CACHE_PATH.match(posixpath.normpath(value)):
+        problem = "'{value}' is not in its plain form (no '.' or '..' segment, '//' or trailing '/'): write '{normal}'"
+    elif not _CACHE_PATH.match(value):
+        problem = "'{value}' is not a path of plain segments (letters, digits, '.', '_' and '-' between single '/')"
+    if problem is not None:
+        raise PydanticCustomError(
+            "cache_path", problem, {"value": value, "example": DEFAULT_PATH, "normal": posixpath.normpath(value)}
+        )
     return value
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from inference_platform.analysis.capacity import Plan
+from inference_platform.analysis.capacity import CacheNodePlan, Plan, cache_plan
 from inference_platform.analysis.capacity import plan as capacity_plan
 from inference_platform.config.base import (
     ConfigModel,
@@ -23,8 +23,6 @@ from inference_platform.config.base import (
     config_problems,
     duplicate_problems,
     find_cycles,
-    quantity_sum,
-    quantity_value,
 )
 from inference_platform.config.errors import (
     ConfigError,
@@ -53,7 +51,6 @@ from inference_platform.platform.network import NetworkConfig
 from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.platform.prometheus import SERVER_PORT, PrometheusConfig
 from inference_platform.platform.prometheus_adapter import PrometheusAdapterConfig
-from inference_platform.serving.cached_files import cache_contents
 from inference_platform.serving.gpu import GPU_MODE_UNION, VirtualGpu
 from inference_platform.serving.inference_service.routing import mesh_route_name
 from inference_platform.serving.model_storage import StorageCredentials, is_downloaded, needs_s3_credentials
@@ -289,14 +286,17 @@ class StackConfig(ConfigModel):
             problems.append(
                 (
                     "platform.modelCache.nodes",
-                    f"{cache.nodes} caches on NPU nodes, and platform.npuNodes.pools declares none",
+                    f"{cache.nodes} caches on the NPU nodes, and platform.npuNodes.pools declares none: "
+                    "declare them, or cache on gpu",
                 )
             )
         for index, model in enumerate(self.models):
             for path, version in model.cache_settings():
                 where = f"models[{index}].{path}"
                 if not cache.enabled:
-                    problems.append((where, "caching needs platform.modelCache.enabled (and its size)"))
+                    problems.append(
+                        (where, "the cache is off: set platform.modelCache.enabled and its size, or drop cache")
+                    )
                 elif not is_downloaded(version.model_uri):
                     problems.append(
                         (
@@ -315,25 +315,20 @@ class StackConfig(ConfigModel):
                         )
                     )
         if cache.enabled and cache.size is not None and not problems:
-            problems += self._cache_fit(cache)
+            problems += self._cache_fit()
         return problems
 
-    def _cache_fit(self, cache: ModelCacheConfig) -> list[tuple[str, str]]:
+    def _cache_fit(self) -> list[tuple[str, str]]:
         """Each kind of cache node holds every cached version of its kind's models (and their adapters)."""
-        assert cache.size is not None
-        problems = []
-        for kind, held in cache_contents(self.models).items():
-            sizes = [size for _, size in held]
-            if sizes and quantity_value(quantity_sum(sizes)) > quantity_value(cache.size):
-                listed = ", ".join(f"{name} {size}" for name, size in held)
-                problems.append(
-                    (
-                        "platform.modelCache.size",
-                        f"each {kind.upper()} cache node would hold {quantity_sum(sizes)} "
-                        f"({listed}), more than its {cache.size}",
-                    )
-                )
-        return problems
+        return [
+            (
+                "platform.modelCache.size",
+                f"each {nodes.kind.upper()} cache node would hold {nodes.total} "
+                f"({', '.join(f'{name} {size}' for name, size in nodes.held)}), more than its {nodes.size}",
+            )
+            for nodes in self.cache_plan()
+            if not nodes.fits
+        ]
 
     def _pool_problems(self) -> list[tuple[str, str]]:
         """Inference pools need the platform's Istio, whose istiod and gateway the platform sets up for them."""
@@ -593,8 +588,17 @@ class StackConfig(ConfigModel):
         """The GPUs the models hold at minimum replicas and at peak (analysis/capacity.py)."""
         platform = self.platform
         return capacity_plan(
-            self.models, platform.gpu_nodes, platform.hami.sharing, platform.gpu_nodes.declared, platform.npu_nodes
+            self.models,
+            platform.gpu_nodes,
+            platform.hami.sharing,
+            platform.gpu_nodes.declared,
+            platform.npu_nodes,
+            model_cache=platform.model_cache,
         )
+
+    def cache_plan(self) -> tuple[CacheNodePlan, ...]:
+        """What each kind of cache node holds against platform.modelCache.size; empty when the cache is off."""
+        return cache_plan(self.models, self.platform.model_cache)
 
     def _capacity_problems(self) -> list[tuple[str, str]]:
         """Pods that could never all be scheduled: more GPUs at minimum than the cluster declares,
