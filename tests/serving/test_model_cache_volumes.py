@@ -52,7 +52,7 @@ def llama(**settings: Any) -> dict[str, Any]:
 
 
 def objects(model: dict[str, Any], **args: Any) -> dict[tuple[str, str], dict[str, Any]]:
-    settings = {"keda": keda(), "storage": STORAGE, "gpuNodes": GPU_NODES, "modelCache": CACHE} | args
+    settings: dict[str, Any] = {"keda": keda(), "storage": STORAGE, "gpuNodes": GPU_NODES, "modelCache": CACHE} | args
     rendered = render(model, **settings)
     for (kind, _), manifest in rendered.items():
         if kind in VALIDATED:
