@@ -597,6 +597,19 @@ def keda_config() -> dict[str, Any]:
     return config
 
 
+def model_cache_config() -> dict[str, Any]:
+    """The KEDA stack with the node-local model cache on the GPU nodes (docs/model-cache.md): llama
+    (vLLM, sleeps at zero, two LoRA adapters cached beside it), resnet (Triton) and qwen's first
+    version (SGLang, its adapter too) read their files from the cache nodes' copies."""
+    config = keda_config()
+    config["inference-platform:platform"]["modelCache"] = {"enabled": True, "size": "1Ti"}
+    models = {model["name"]: model for model in config["inference-platform:models"]}
+    models["llama"]["cache"] = True
+    models["resnet"]["cache"] = True
+    models["qwen"]["versions"][0]["cache"] = True
+    return config
+
+
 # Every router type, steps on models and on nodes, and a pipeline with every option.
 PIPELINES: list[dict[str, Any]] = [
     {

@@ -14,6 +14,8 @@ import pulumi_kubernetes as k8s
 _TYPED: dict[tuple[str, str], tuple[str, str]] = {
     ("v1", "ConfigMap"): ("core.v1", "ConfigMap"),
     ("v1", "Namespace"): ("core.v1", "Namespace"),
+    ("v1", "PersistentVolume"): ("core.v1", "PersistentVolume"),
+    ("v1", "PersistentVolumeClaim"): ("core.v1", "PersistentVolumeClaim"),
     ("v1", "Secret"): ("core.v1", "Secret"),
     ("v1", "Service"): ("core.v1", "Service"),
     ("v1", "ServiceAccount"): ("core.v1", "ServiceAccount"),

@@ -22,11 +22,12 @@ from tests.conftest import (
     full_config,
     keda_config,
     manifests_dir,
+    model_cache_config,
     stack_file,
     write_stack_file,
 )
 
-GENERATED_STACKS = {"all-features": full_config, "keda": keda_config}
+GENERATED_STACKS = {"all-features": full_config, "keda": keda_config, "model-cache": model_cache_config}
 CLUSTER_STACKS = [*STACKS, *GENERATED_STACKS, *EXAMPLE_STACKS]
 
 
@@ -81,6 +82,6 @@ def shared_render(stack: str, tmp_path_factory: pytest.TempPathFactory) -> Rende
 
 @pytest.fixture(scope="session", params=CLUSTER_STACKS)
 def rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    """Each stack file, the all-features stack and the same with KEDA, and the example stacks,
+    """Each stack file, the all-features stack, the same with KEDA and with the model cache, and the example stacks,
     rendered with their charts expanded (once per run: `shared_render`)."""
     return shared_render(request.param, tmp_path_factory)

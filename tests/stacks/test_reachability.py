@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.cluster import Cluster, Pod, selects
-from tests.conftest import full_config, keda_config, write_stack_file
+from tests.cluster import Address, Cluster, Pod, selects
+from tests.conftest import full_config, keda_config, model_cache_config, write_stack_file
 from tests.stacks.cluster_checks import gateway_pods
-from tests.stacks.conftest import render_cluster
+from tests.stacks.conftest import render_cluster, shared_render
 
 NAMESPACE = "service"
 
@@ -285,3 +285,36 @@ def test_only_the_interceptor_of_keda_joins_the_mesh(keda: tuple[dict[str, Any],
 
     in_keda = {pod.owner for pod in cluster.pods() if pod.namespace == "keda" and injected(pod)}
     assert in_keda == {"Deployment keda/keda-add-ons-http-interceptor"}
+
+
+# --- With the node-local model cache (tests/conftest.py model_cache_config) ---------------------
+
+INTERNET = Address("a model store on the internet", "203.0.113.10")
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Cluster]:
+    return model_cache_config(), shared_render("model-cache", tmp_path_factory).cluster
+
+
+def version_pod(cluster: Cluster, model: str, version: str) -> Pod:
+    (pod,) = [p for p in cluster.pods() if p.labels.get("app") == model and p.labels.get("version") == version]
+    return pod
+
+
+def test_with_the_model_cache_exactly_the_declared_pairs_are_open(model_cache: tuple[dict[str, Any], Cluster]) -> None:
+    config, cluster = model_cache
+
+    network, mesh = reachability(cluster)
+
+    assert network == declared_edges(config)
+    assert mesh == declared_edges(config)
+
+
+def test_a_cached_version_has_no_way_out_to_storage_and_a_downloading_one_keeps_its_own(
+    model_cache: tuple[dict[str, Any], Cluster],
+) -> None:
+    _, cluster = model_cache
+    for model, version in [("llama", "v1"), ("resnet", "v1"), ("qwen", "v1")]:
+        assert not cluster.egress_to_address(version_pod(cluster, model, version), INTERNET, 443), (model, version)
+    assert cluster.egress_to_address(version_pod(cluster, "qwen", "v2"), INTERNET, 443)

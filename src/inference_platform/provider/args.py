@@ -1323,6 +1323,13 @@ class ComparatorRef(TypedDict):
     """The comparator's namespace (the model namespace)."""
 
 
+class ModelCacheRef(TypedDict):
+    """The node-local model cache, as a model's cached versions see it (platform.modelCache)."""
+
+    path: str
+    """Where the files live on each cache node's local disk: <path>/<namespace>/<model>/<version>/."""
+
+
 class InferenceServiceArgs(TypedDict):
     """Everything an InferenceService needs: the model and where the platform puts it."""
 
@@ -1348,6 +1355,8 @@ class InferenceServiceArgs(TypedDict):
     """The payload comparator the primary and shadows stream their exchanges to."""
     network: NotRequired[NetworkConfig]
     """Where the API server is: an inference pool's picker watches its pool and pods through it."""
+    model_cache: NotRequired[ModelCacheRef]
+    """The node-local model cache the model's cached versions read their files from (platform.modelCache; docs/model-cache.md)."""
 
 
 class PipelineArgs(TypedDict):

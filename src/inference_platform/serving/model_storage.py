@@ -330,6 +330,17 @@ def download_port(model_uri: str, access: StorageAccess | None) -> int:
 
 
 @dataclass(frozen=True)
+class CacheClaim:
+    """A cached version's copy on its node (serving/model_cache_volumes.py): a claim its pods mount
+    read-only instead of downloading the files it holds."""
+
+    claim: str
+    sub_paths: Mapping[str, str]
+    """Where each cached volume's files are inside the claim, by the volume's name (the model's, an
+    adapter's)."""
+
+
+@dataclass(frozen=True)
 class ModelFiles:
     """The pod parts that put one version's files in place."""
 
@@ -349,9 +360,14 @@ def model_files(
     security_context: dict[str, Any],
     container_name: str = INITIALIZER_CONTAINER,
     storage_request: str | None = None,
+    cache: CacheClaim | None = None,
 ) -> ModelFiles:
     """The volume and (for a download) the init container that put `model_uri`'s files in place.
-    The download requests `storage_request` of ephemeral storage, `download_size` by default."""
+    The download requests `storage_request` of ephemeral storage, `download_size` by default. Files
+    a `cache` claim holds (for `volume_name`) are mounted from it instead of downloaded."""
+    if cache is not None and volume_name in cache.sub_paths:
+        volume = {"name": volume_name, "persistentVolumeClaim": {"claimName": cache.claim, "readOnly": True}}
+        return ModelFiles(volume=volume, sub_path=cache.sub_paths[volume_name])
     if not is_downloaded(model_uri):
         claim, path = pvc_location(model_uri)
         volume = {"name": volume_name, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
@@ -415,11 +431,13 @@ def extra_files(
     access: StorageAccess | None,
     scratch_volume: str,
     security_context: dict[str, Any],
+    cache: CacheClaim | None = None,
 ) -> PodFiles:
     """Each item's files, fetched as a model's are: a pvc:// item mounted from its claim (through the
     volume `claims` already maps it to, such as the model's, or a volume of its own), any other
     downloaded into a volume of its own by an init container of its own with the same credentials
-    (the Secret's volume is the one the model's download mounts).
+    (the Secret's volume is the one the model's download mounts), and one a `cache` claim holds
+    mounted from it (through the volume `claims` maps the cache's claim to).
 
     Init containers run one after another and the scheduler reserves the largest request among them,
     so each download requests everything on the node's disk when it is done: the sizes already
@@ -430,7 +448,7 @@ def extra_files(
     claimed = dict(claims)
     sizes = list(downloaded)
     for item in items:
-        if is_downloaded(item.uri):
+        if is_downloaded(item.uri) and not (cache is not None and item.name in cache.sub_paths):
             sizes.append(item.download_size)
         files = model_files(
             item.uri,
@@ -441,10 +459,11 @@ def extra_files(
             security_context=security_context,
             container_name=item.name,
             storage_request=quantity_sum(sizes),
+            cache=cache,
         )
         mount: dict[str, Any] = {"name": item.name, "mountPath": item.path, "readOnly": True}
         if files.init_container is None:
-            claim, _ = pvc_location(item.uri)
+            claim = files.volume["persistentVolumeClaim"]["claimName"]
             mount["name"] = claimed.setdefault(claim, item.name)
             mount["subPath"] = files.sub_path
         else:

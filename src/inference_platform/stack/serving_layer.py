@@ -15,6 +15,7 @@ from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Workload
 from inference_platform.serving.inference_service import InferenceService, InferenceServiceArgs
 from inference_platform.serving.inference_service.args import model_workload, service_fqdn
+from inference_platform.serving.model_cache_volumes import ModelCacheRef
 from inference_platform.serving.model_namespace import PART_OF_LABELS, ModelNamespace, ModelNamespaceArgs
 from inference_platform.serving.model_storage import StorageAccess
 from inference_platform.serving.payload_capture import COMPARATOR, ComparatorRef
@@ -135,6 +136,8 @@ def deploy_workloads(
     directory = context.directory
     after = pulumi.ResourceOptions(parent=parent, depends_on=dependencies)
     comparator = ComparatorRef(namespace=config.namespace)
+    cache = config.platform.model_cache
+    model_cache = ModelCacheRef(path=cache.path) if cache.enabled else None
     services = {
         model.name: InferenceService(
             model.name,
@@ -153,6 +156,7 @@ def deploy_workloads(
                 keda=context.keda,
                 comparator=comparator if model.analysis.payloads.enabled else None,
                 network=config.platform.network,
+                model_cache=model_cache if model.cache_settings() else None,
             ),
             opts=after,
         )

@@ -19,7 +19,9 @@ from inference_platform.platform.network import NetworkConfig
 from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Workload
+from inference_platform.serving.cached_files import CachedVersion, cached_versions
 from inference_platform.serving.gpu import GPU_MODE_UNION
+from inference_platform.serving.model_cache_volumes import ModelCacheRef
 from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.model_storage import StorageAccess, needs_s3_credentials
 from inference_platform.serving.payload_capture import ComparatorRef
@@ -61,6 +63,11 @@ class InferenceServiceArgs(ConfigModel):
         default_factory=NetworkConfig,
         description="Where the API server is: an inference pool's picker watches its pool and pods through it.",
     )
+    model_cache: ModelCacheRef | None = Field(
+        default=None,
+        description="The node-local model cache the model's cached versions read their files from "
+        "(platform.modelCache; docs/model-cache.md).",
+    )
 
     @model_validator(mode="after")
     def _sleeping_needs_the_add_on(self) -> InferenceServiceArgs:
@@ -80,6 +87,17 @@ class InferenceServiceArgs(ConfigModel):
         if self.model.analysis.payloads.enabled and self.comparator is None:
             raise config_problems(
                 [("model.analysis.payloads.enabled", "answers are compared by the payload comparator: set comparator")]
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _caching_needs_the_cache(self) -> InferenceServiceArgs:
+        if self.model_cache is None and self.model.cache_settings():
+            raise config_problems(
+                [
+                    (f"model.{setting}", "a cached version reads its files from the cache: set modelCache")
+                    for setting, _ in self.model.cache_settings()
+                ]
             )
         return self
 
@@ -132,6 +150,19 @@ class InferenceServiceArgs(ConfigModel):
     @property
     def service_fqdn(self) -> str:
         return service_fqdn(self.model.name, self.namespace)
+
+    @property
+    def cached(self) -> dict[str, CachedVersion]:
+        """The model's cached versions, by name (none without the cache)."""
+        if self.model_cache is None:
+            return {}
+        return {cached.version: cached for cached in cached_versions([self.model])}
+
+    @property
+    def cache_node_selector(self) -> dict[str, str]:
+        """The nodes that hold the model's cached versions: those of its kind (GPU or NPU)."""
+        nodes = self.npu_nodes if self.model.accelerator_kind == "npu" else self.gpu_nodes
+        return dict(nodes.node_selector)
 
     def workload(self) -> Workload:
         return model_workload(self.model, self.namespace, self.wakes_through)

@@ -19,6 +19,7 @@ from inference_platform.serving.autoscaling import horizontal_pod_autoscaler
 from inference_platform.serving.inference_pool import PICKER_POD_LABEL, picker_name
 from inference_platform.serving.inference_service.args import (
     InferenceServiceArgs,
+    object_labels,
     object_metadata,
     selector_labels,
     version_fqdn,
@@ -41,6 +42,7 @@ from inference_platform.serving.inference_service.routing import (
     version_service,
     virtual_service,
 )
+from inference_platform.serving.model_cache_volumes import persistent_volume, persistent_volume_claim, volume_name
 from inference_platform.serving.model_spec import ModelVersion
 from inference_platform.serving.model_storage import download_port, is_downloaded
 from inference_platform.serving.payload_capture import (
@@ -58,7 +60,9 @@ from inference_platform.serving.waking import interceptor_route
 def download_policy(args: InferenceServiceArgs, version: ModelVersion) -> dict[str, Any] | None:
     """The way out for a version whose storage initializers fetch files (the model's, its adapters')
     from outside the cluster: its own policy, on the ports those downloads use, so adding or retiring
-    a version leaves the model's policy alone."""
+    a version leaves the model's policy alone. A cached version downloads nothing: the cache agent does."""
+    if version.name in args.cached:
+        return None
     uris = [version.model_uri, *(adapter.uri for adapter in version.adapters)]
     ports = sorted({download_port(uri, args.storage) for uri in uris if is_downloaded(uri)})
     if not ports:
@@ -171,6 +175,17 @@ def protection_manifests(args: InferenceServiceArgs, plan: ServerPlan) -> list[d
     return objects
 
 
+def cache_manifests(args: InferenceServiceArgs, version: ModelVersion) -> list[dict[str, Any]]:
+    """For a cached version: its PersistentVolume over its directory on the cache nodes, and its claim."""
+    cached = args.cached.get(version.name)
+    if cached is None or args.model_cache is None:
+        return []
+    labels = object_labels(args, version)
+    volume = persistent_volume(cached, args.namespace, args.model_cache.path, args.cache_node_selector, labels)
+    claim = persistent_volume_claim(cached, args.namespace, volume_name(args.namespace, cached), labels)
+    return [volume, claim]
+
+
 def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
     """Every object of the model, versions first, in a stable order."""
     objects: list[dict[str, Any]] = [service_account(object_metadata(args, args.service_account))]
@@ -178,6 +193,7 @@ def model_manifests(args: InferenceServiceArgs) -> list[dict[str, Any]]:
     for version, plan in plans:
         if plan.config_files:
             objects.append(config_map(args, version, plan))
+        objects += cache_manifests(args, version)
         workload = deployment(args, version, plan)
         pod = workload["spec"]["template"]["spec"]
         if plan.workers is not None:

@@ -20,8 +20,16 @@ from inference_platform.serving.inference_service.args import (
     service_fqdn,
     version_name,
 )
+from inference_platform.serving.model_cache_volumes import cache_claim, wait_container
 from inference_platform.serving.model_spec import ModelVersion, TransformerSpec
-from inference_platform.serving.model_storage import PodFiles, extra_files, is_downloaded, model_files, pvc_location
+from inference_platform.serving.model_storage import (
+    CacheClaim,
+    PodFiles,
+    extra_files,
+    is_downloaded,
+    model_files,
+    pvc_location,
+)
 from inference_platform.serving.resources import ResourceList, Resources
 from inference_platform.serving.runtimes.base import (
     CONFIG_VOLUME,
@@ -166,16 +174,32 @@ def _transformer(args: InferenceServiceArgs, transformer: TransformerSpec, plan:
     return container
 
 
+INITIALIZER_SECURITY = CONTAINER_SECURITY | {"runAsUser": INITIALIZER_USER}
+
+
+def version_cache(args: InferenceServiceArgs, version: ModelVersion) -> CacheClaim | None:
+    """The claim on the node's copy of a cached version (its model's files and downloaded adapters'),
+    mounted in the model's volume; None when the version is not cached."""
+    cached = args.cached.get(version.name)
+    return None if cached is None else cache_claim(cached, MODEL_VOLUME)
+
+
 def adapter_files(args: InferenceServiceArgs, version: ModelVersion) -> PodFiles:
-    """The version's LoRA adapters' files, each fetched the way its model's are, into its own directory."""
-    downloaded = is_downloaded(version.model_uri)
+    """The version's LoRA adapters' files, each fetched the way its model's are, into its own directory
+    (a cached version's downloaded adapters mounted from its cache claim, beside the model's)."""
+    cache = version_cache(args, version)
+    downloaded = is_downloaded(version.model_uri) and cache is None
+    claims = {cache.claim: MODEL_VOLUME} if cache is not None else {}
+    if not is_downloaded(version.model_uri):
+        claims = {pvc_location(version.model_uri)[0]: MODEL_VOLUME}
     return extra_files(
         [adapter.files for adapter in version.adapters],
-        claims={} if downloaded else {pvc_location(version.model_uri)[0]: MODEL_VOLUME},
+        claims=claims,
         downloaded=[str(args.model.download_size)] if downloaded else [],
         access=args.storage,
         scratch_volume=SCRATCH_VOLUME,
-        security_context=CONTAINER_SECURITY | {"runAsUser": INITIALIZER_USER},
+        security_context=INITIALIZER_SECURITY,
+        cache=cache,
     )
 
 
@@ -186,7 +210,8 @@ def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan
         download_size=str(args.model.download_size),
         access=args.storage,
         scratch_volume=SCRATCH_VOLUME,
-        security_context=CONTAINER_SECURITY | {"runAsUser": INITIALIZER_USER},
+        security_context=INITIALIZER_SECURITY,
+        cache=version_cache(args, version),
     )
     adapters = adapter_files(args, version)
     containers = [_predictor(args, plan, files.sub_path, adapters)]
@@ -218,7 +243,10 @@ def pod_spec(args: InferenceServiceArgs, version: ModelVersion, plan: ServerPlan
             }
         ],
     }
-    downloads = [files.init_container] if files.init_container is not None else []
+    cached = args.cached.get(version.name)
+    # A cached version's pods wait for their node's copy first (there is nothing to download).
+    downloads = [wait_container(cached, MODEL_VOLUME, INITIALIZER_SECURITY)] if cached is not None else []
+    downloads += [files.init_container] if files.init_container is not None else []
     downloads += adapters.init_containers
     if downloads:
         spec["initContainers"] = [download | {"imagePullPolicy": "Always"} for download in downloads]
