@@ -597,6 +597,17 @@ def keda_config() -> dict[str, Any]:
     return config
 
 
+def model_cache_config() -> dict[str, Any]:
+    """The KEDA stack with the node-local model cache on the GPU nodes: llama (vLLM, sleeping at zero,
+    its LoRA adapters from S3 and the Hub), mnist (Triton, S3) and resnet (gs://) cached."""
+    config = keda_config()
+    config["inference-platform:platform"]["modelCache"] = {"enabled": True, "size": "4Ti"}
+    for model in config["inference-platform:models"]:
+        if model["name"] in ("llama", "mnist", "resnet"):
+            model["cache"] = True
+    return config
+
+
 # Every router type, steps on models and on nodes, and a pipeline with every option.
 PIPELINES: list[dict[str, Any]] = [
     {

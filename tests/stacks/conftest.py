@@ -22,11 +22,12 @@ from tests.conftest import (
     full_config,
     keda_config,
     manifests_dir,
+    model_cache_config,
     stack_file,
     write_stack_file,
 )
 
-GENERATED_STACKS = {"all-features": full_config, "keda": keda_config}
+GENERATED_STACKS = {"all-features": full_config, "keda": keda_config, "model-cache": model_cache_config}
 CLUSTER_STACKS = [*STACKS, *GENERATED_STACKS, *EXAMPLE_STACKS]
 
 
