@@ -100,7 +100,12 @@ class Listed:
 
 
 def load_versions(path: Path) -> list[Listed]:
-    entries = json.loads(path.read_text())
+    return load_versions_text(path.read_text())
+
+
+def load_versions_text(text: str) -> list[Listed]:
+    """versions.json: [{"namespace", "model", "version", "uri", "adapters": [{"name", "uri"}]}]."""
+    entries = json.loads(text)
     return [
         Listed(
             e["namespace"],
