@@ -13,11 +13,14 @@ import pytest
 import yaml
 
 from inference_platform.cli.main import main
+from inference_platform.cli.render import run_program
 from inference_platform.cli.stack_file import read_stack_file
+from inference_platform.platform.model_cache_agent import NAMESPACE
 from inference_platform.serving import cache_agent, cache_agent_script
 from inference_platform.serving.cached_files import cached_versions
 from inference_platform.stack.config import StackConfig, parse_stack_config, project_values
 from tests.conftest import model_cache_config, write_stack_file
+from tests.policies.test_stacks_meet_policies import RESOURCE_CHECKS, rules
 
 Objects = dict[tuple[str, str, str], dict[str, Any]]
 
@@ -38,14 +41,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> tuple[Objects, StackConfi
 
 
 def _agent(objects: Objects, kind: str) -> dict[str, Any]:
-    return objects[("DaemonSet", cache_agent.NAMESPACE, f"model-cache-{kind}")]
+    return objects[("DaemonSet", NAMESPACE, f"model-cache-{kind}")]
 
 
 def test_the_cache_nodes_list_every_cached_version_with_its_downloaded_adapters(
     stack: tuple[Objects, StackConfig],
 ) -> None:
     objects, config = stack
-    listed = json.loads(objects[("ConfigMap", cache_agent.NAMESPACE, "model-cache-gpu")]["data"]["versions.json"])
+    listed = json.loads(objects[("ConfigMap", NAMESPACE, "model-cache-gpu")]["data"]["versions.json"])
 
     assert [(e["model"], e["version"]) for e in listed] == [
         ("mnist", "v1"),
@@ -70,7 +73,7 @@ def test_the_agent_runs_on_exactly_the_gpu_nodes_and_on_no_npu_node(stack: tuple
 
     assert pod["nodeSelector"] == config.platform.gpu_nodes.node_selector
     assert pod.get("tolerations", []) == [t.to_kubernetes() for t in config.platform.gpu_nodes.tolerations]
-    assert ("DaemonSet", cache_agent.NAMESPACE, "model-cache-npu") not in objects  # nodes: gpu
+    assert ("DaemonSet", NAMESPACE, "model-cache-npu") not in objects  # nodes: gpu
 
 
 def test_the_agent_is_non_root_with_a_read_only_root_filesystem_and_no_token(
@@ -94,9 +97,9 @@ def test_the_agent_is_non_root_with_a_read_only_root_filesystem_and_no_token(
     assert chown["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
     assert chown["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["automountServiceAccountToken"] is False
-    account = objects[("ServiceAccount", cache_agent.NAMESPACE, cache_agent.AGENT)]
+    account = objects[("ServiceAccount", NAMESPACE, cache_agent.AGENT)]
     assert account["automountServiceAccountToken"] is False
-    namespace = objects[("Namespace", "", cache_agent.NAMESPACE)]
+    namespace = objects[("Namespace", "", NAMESPACE)]
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"  # hostPath
 
 
@@ -106,7 +109,7 @@ def test_the_agent_runs_its_shipped_code_in_the_storage_initializer_image_with_t
     objects, config = stack
     pod = _agent(objects, "gpu")["spec"]["template"]["spec"]
     (agent,) = pod["containers"]
-    shipped = objects[("ConfigMap", cache_agent.NAMESPACE, cache_agent.SCRIPT_CONFIG_MAP)]["data"]["agent.py"]
+    shipped = objects[("ConfigMap", NAMESPACE, cache_agent.SCRIPT_CONFIG_MAP)]["data"]["agent.py"]
 
     assert shipped == Path(cache_agent_script.__file__).read_text()
     assert (
@@ -122,7 +125,7 @@ def test_the_agent_runs_its_shipped_code_in_the_storage_initializer_image_with_t
     assert volumes["cache"]["hostPath"]["path"] == config.platform.model_cache.path
     # The models' storage Secret, copied beside the agent, its keys the same.
     models_secret = objects[("Secret", config.namespace, "model-storage-credentials")]
-    copy = objects[("Secret", cache_agent.NAMESPACE, volumes["model-storage-credentials"]["secret"]["secretName"])]
+    copy = objects[("Secret", NAMESPACE, volumes["model-storage-credentials"]["secret"]["secretName"])]
     assert set(copy["stringData"]) == set(models_secret["stringData"])
 
 
@@ -130,7 +133,7 @@ def test_the_agent_goes_out_only_where_the_cached_downloads_go_and_lets_in_only_
     stack: tuple[Objects, StackConfig],
 ) -> None:
     objects, config = stack
-    policy = objects[("NetworkPolicy", cache_agent.NAMESPACE, "model-cache-gpu")]["spec"]
+    policy = objects[("NetworkPolicy", NAMESPACE, "model-cache-gpu")]["spec"]
     cached = {(v.model, v.version) for v in cached_versions(config.models)}
     downloads = [
         objects[("NetworkPolicy", config.namespace, f"{model}-{version}-download")]["spec"]["egress"][0]
@@ -162,5 +165,22 @@ def test_npu_cache_nodes_get_their_own_agent_on_exactly_the_npu_nodes(tmp_path: 
     assert npu["nodeSelector"] == parsed.platform.npu_nodes.node_selector
     assert npu.get("tolerations", []) == [t.to_kubernetes() for t in parsed.platform.npu_nodes.tolerations]
     # No NPU model is cached (theirs are on claims): the NPU nodes' list is empty, and so is their way out.
-    assert json.loads(objects[("ConfigMap", cache_agent.NAMESPACE, "model-cache-npu")]["data"]["versions.json"]) == []
-    assert "egress" not in objects[("NetworkPolicy", cache_agent.NAMESPACE, "model-cache-npu")]["spec"]
+    assert json.loads(objects[("ConfigMap", NAMESPACE, "model-cache-npu")]["data"]["versions.json"]) == []
+    assert "egress" not in objects[("NetworkPolicy", NAMESPACE, "model-cache-npu")]["spec"]
+
+
+def test_the_stack_with_the_cache_meets_the_mandatory_policies(tmp_path: Path) -> None:
+    """The policy pack's resource checks (tests/policies/test_stacks_meet_policies.py's, over the
+    repository's stacks) over this one, the agent's DaemonSet among what they look at."""
+    path = write_stack_file(tmp_path / "Pulumi.model-cache.yaml", model_cache_config())
+    result = run_program("model-cache", read_stack_file(path))
+    violations = [
+        f"{r.type} {r.name}: {message}"
+        for r in result.manifests
+        for check in RESOURCE_CHECKS
+        for message in check(r.type, r.inputs)
+    ]
+
+    assert violations == []
+    checked = {r.name for r in result.manifests if rules.pod_spec(r.type, r.inputs) is not None}
+    assert "model-cache-gpu" in checked

@@ -23,6 +23,7 @@ from inference_platform.platform import (
     keda,
     leader_worker_set,
     metrics_server,
+    model_cache_agent,
     prometheus,
     prometheus_adapter,
 )
@@ -268,7 +269,7 @@ def model_cache_edges(table: EdgeTable) -> None:
     versions = cached_versions(config.models)
     access = config.storage.access(cache_agent.SECRET_NAME) if config.storage is not None else None
     for kind in config.platform.model_cache.kinds:
-        agent = Pods.of(cache_agent.daemon_set_name(kind), cache_agent.NAMESPACE, cache_agent.pod_labels(kind))
+        agent = Pods.of(cache_agent.daemon_set_name(kind), model_cache_agent.NAMESPACE, cache_agent.pod_labels(kind))
         ports = cache_agent.download_ports([v for v in versions if v.kind == kind], access)
         if ports:
             table.add(agent, INTERNET, ports, f"the {kind} nodes' cache agent downloads the cached models")

@@ -23,11 +23,12 @@ from inference_platform.platform.ingress_gateway import IngressGateway, IngressG
 from inference_platform.platform.keda import Keda, KedaArgs
 from inference_platform.platform.leader_worker_set import LeaderWorkerSetArgs, LeaderWorkerSetController
 from inference_platform.platform.metrics_server import MetricsServer, MetricsServerArgs
+from inference_platform.platform.model_cache_agent import ModelCacheAgent, ModelCacheAgentArgs
 from inference_platform.platform.network import Edge
 from inference_platform.platform.prometheus import SERVER_PORT, Prometheus, PrometheusArgs, RuleFiles
 from inference_platform.platform.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from inference_platform.serving.analysis_spec import AnalysisSpec
-from inference_platform.serving.cache_agent import SECRET_NAME, CacheAgent, CacheAgentArgs
+from inference_platform.serving.cache_agent import SECRET_NAME, CacheAgentArgs, manifests
 from inference_platform.serving.cached_files import cached_versions
 from inference_platform.stack import network
 from inference_platform.stack.config import StackConfig
@@ -210,7 +211,7 @@ def _model_cache(name: str, config: StackConfig, _: Installed, opts: pulumi.Reso
         access=storage.access(SECRET_NAME) if storage is not None else None,
         secret_data={key: pulumi.Output.secret(value) for key, value in sorted(secret.items())} or None,
     )
-    return Deployed(CacheAgent(name, args, opts))
+    return Deployed(ModelCacheAgent(name, ModelCacheAgentArgs(manifests(args)), opts))
 
 
 COMPONENTS: tuple[PlatformComponent, ...] = (
@@ -264,7 +265,7 @@ COMPONENTS: tuple[PlatformComponent, ...] = (
     ),
     PlatformComponent(
         "model-cache",
-        CacheAgent,
+        ModelCacheAgent,
         lambda c: c.platform.model_cache.enabled,
         _model_cache,
         network.model_cache_edges,
