@@ -3,9 +3,11 @@ versions' files and says what it holds.
 
 This file runs as it is in the pinned storage-initializer image (a ConfigMap file, run with `python`):
 it imports nothing from this package, only the standard library and what that image holds, KServe's
-storage code (`kserve_storage.Storage`, what the versions' downloads run) and huggingface_hub. The
-image has no prometheus_client (kserve-storage does not depend on it), so the series are written in
-Prometheus' text format here.
+storage code (`kserve_storage.Storage`, what the versions' downloads run) and huggingface_hub. Its
+series are written in Prometheus' text format here, not with prometheus_client: kserve-storage 0.20.0
+does not depend on it, and whether the pinned image holds it anyway (older images installed all of
+kserve, which does) is not something this code should rest on. The tests parse what it writes with
+prometheus_client's own parser.
 
 Each pass: read versions.json (its ConfigMap's mount follows the ConfigMap), and for each listed
 version whose marker is missing or names another URI (or other adapters), fetch the model into
