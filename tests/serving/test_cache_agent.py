@@ -3,12 +3,18 @@ file server into a temporary directory standing for a cache node's disk."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import http.server
 import io
 import json
+import shutil
+import socket
+import subprocess
+import sys
 import tarfile
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -258,3 +264,62 @@ def test_the_agent_serves_what_the_node_holds_as_prometheus_series(listed: list[
     assert samples[("model_cache_bytes", node)] == on_disk >= size
     assert samples[("model_cache_last_sync_timestamp_seconds", node)] == 1000.0
     assert samples[("model_cache_last_sync_errors", node)] == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _completes(text: str) -> list[tuple[str, str, float]]:
+    return [
+        (s.labels["model"], s.labels["node"], s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "model_cache_version_complete"
+    ]
+
+
+def test_the_shipped_file_runs_on_its_own_as_the_daemon_set_runs_it(listed: list[agent.Listed], tmp_path: Path) -> None:
+    """The file alone, copied where its ConfigMap puts it and run with `python -I` (as the DaemonSet's
+    command does, isolated from this checkout): it fills the disk and serves its series, importing
+    nothing of this package."""
+    shipped = tmp_path / "etc" / "agent.py"
+    shipped.parent.mkdir()
+    shutil.copy(agent.__file__, shipped)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    port = _free_port()
+    command = [sys.executable, "-I", str(shipped), "--versions", str(tmp_path / "versions.json")]
+    command += ["--path", str(disk), "--port", str(port), "--interval", "0.2"]
+    process = subprocess.Popen(command, cwd=tmp_path, env={"NODE_NAME": "gpu-node-1", "HOME": str(tmp_path)})
+    text = ""
+    try:
+        deadline = time.monotonic() + 60
+        while _completes(text) != [("llama", "gpu-node-1", 1.0)]:
+            assert time.monotonic() < deadline, text
+            assert process.poll() is None, "the agent exited"
+            time.sleep(0.2)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                    text = response.read().decode()
+            except OSError:
+                continue
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+    marker = json.loads((disk / NS / "llama" / "v1" / ".complete").read_text())
+    assert marker["uri"] == listed[0].uri
+
+
+def test_the_shipped_file_imports_only_what_the_storage_initializer_image_holds() -> None:
+    """The standard library, KServe's storage code and huggingface_hub (kserve-storage's dependency)."""
+    tree = ast.parse(Path(agent.__file__).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    tops = {name.split(".")[0] for name in imported}
+
+    assert tops - set(sys.stdlib_module_names) == {"kserve_storage", "huggingface_hub"}
