@@ -342,12 +342,19 @@ def main(argv: list[str] | None = None) -> None:
     node = os.environ.get("NODE_NAME", "")
     series = Series()
     serve(series, args.port)
+    listed: list[Listed] = []
+    last: Sync | None = None
     while True:
-        listed = load_versions(args.versions)
+        try:
+            listed = load_versions(args.versions)
+        except (OSError, ValueError, KeyError, TypeError) as unreadable:  # keep the last list it read
+            print(f"model-cache: {args.versions}: {unreadable}", file=sys.stderr, flush=True)
+        # What is there already, while a pass (a large download) runs.
+        series.set(exposition(args.path, listed, last, node))
         last = sync(args.path, listed, time.time(), grace=args.grace)
         series.set(exposition(args.path, listed, last, node))
-        for error in last.errors:
-            print(f"model-cache: {error}", file=sys.stderr, flush=True)
+        for failed in last.errors:
+            print(f"model-cache: {failed}", file=sys.stderr, flush=True)
         time.sleep(args.interval)
 
 
