@@ -599,13 +599,14 @@ def keda_config() -> dict[str, Any]:
 
 def model_cache_config() -> dict[str, Any]:
     """The KEDA stack with the node-local model cache on the GPU nodes (docs/model-cache.md): llama
-    (vLLM, sleeps at zero, two LoRA adapters cached beside it), resnet (Triton) and qwen's first
-    version (SGLang, its adapter too) read their files from the cache nodes' copies."""
+    (vLLM, sleeps at zero, its LoRA adapters from S3 and the Hub cached beside it), mnist (TF Serving,
+    S3), resnet (Triton, gs://) and qwen's first version (SGLang; its adapter is on a claim) read their
+    files from the cache nodes' copies; qwen's second version still downloads."""
     config = keda_config()
-    config["inference-platform:platform"]["modelCache"] = {"enabled": True, "size": "1Ti"}
+    config["inference-platform:platform"]["modelCache"] = {"enabled": True, "size": "4Ti"}
     models = {model["name"]: model for model in config["inference-platform:models"]}
-    models["llama"]["cache"] = True
-    models["resnet"]["cache"] = True
+    for name in ("llama", "mnist", "resnet"):
+        models[name]["cache"] = True
     models["qwen"]["versions"][0]["cache"] = True
     return config
 

@@ -73,6 +73,17 @@ def chart_owners(result: RenderResult) -> dict[str, set[str]]:
     return owners
 
 
+def own_namespaces(result: RenderResult) -> set[str]:
+    """The namespaces a platform component of objects of its own makes for them (the model cache's)."""
+    owners = result.component_labels()
+    charts = set().union(*chart_owners(result).values())
+    return {
+        r.inputs["metadata"]["name"]
+        for r in result.manifests
+        if r.inputs["kind"] == "Namespace" and owners[r.urn].startswith(PLATFORM_TYPE)
+    } - charts
+
+
 def test_every_other_chart_is_a_models_inference_pool_in_the_models_namespace(
     run: tuple[StackConfig, RenderResult],
 ) -> None:
@@ -122,9 +133,9 @@ def test_the_components_owning_charts_are_the_entries(run: tuple[StackConfig, Re
     charted = {f"{e.component.__name__}::{e.name}" for e in installed(config) if installs_a_chart(e.component)}
     assert set(chart_owners(result)) == charted
     # A component of objects of its own puts them in installed charts' namespaces, which the
-    # closed network covers (the Ascend device plugin: HAMi's).
+    # closed network covers (the Ascend device plugin: HAMi's), or in one it makes (the model cache).
     owners = result.component_labels()
-    charts = set().union(*chart_owners(result).values())
+    charts = set().union(*chart_owners(result).values()) | own_namespaces(result)
     for entry in installed(config):
         if installs_a_chart(entry.component):
             continue
@@ -137,7 +148,8 @@ def test_the_closed_network_covers_exactly_the_installed_charts_namespaces(
     run: tuple[StackConfig, RenderResult],
 ) -> None:
     """The default denies the rendered platform network writes are in the namespaces of the
-    installed components' charts (less the cluster's own and the models'): none missing, none extra."""
+    installed components' charts and those the components of objects of their own make (less the
+    cluster's own and the models'): none missing, none extra."""
     config, result = run
     if not config.platform.network.closed:
         pytest.skip("the stack leaves the platform's namespaces open")
@@ -148,7 +160,7 @@ def test_the_closed_network_covers_exactly_the_installed_charts_namespaces(
         if r.parent == network.urn and r.type == "kubernetes:networking.k8s.io/v1:NetworkPolicy"
     ]
     denied = {p["namespace"] for p in policies if p["name"] == "default-deny"}
-    charts = set().union(*chart_owners(result).values())
+    charts = set().union(*chart_owners(result).values()) | own_namespaces(result)
     assert denied == charts - set(BUILT_IN_NAMESPACES) - {config.namespace}
     # And no policy of a pod group outside those namespaces (kube-system keeps groups of its own).
     assert {p["namespace"] for p in policies} <= charts

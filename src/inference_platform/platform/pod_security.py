@@ -38,5 +38,6 @@ class PodSecurity:
 
 # Platform namespaces whose pods need no host access.
 BASELINE = PodSecurity("baseline")
-# Device plugins and exporters: host paths, the host's PID namespace, privileged containers.
+# Device plugins and exporters: host paths, the host's PID namespace, privileged containers; the model
+# cache's agent (serving/cache_agent.py): the cache path by hostPath.
 PRIVILEGED = PodSecurity("privileged")

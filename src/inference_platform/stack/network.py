@@ -23,6 +23,7 @@ from inference_platform.platform import (
     keda,
     leader_worker_set,
     metrics_server,
+    model_cache_agent,
     prometheus,
     prometheus_adapter,
 )
@@ -38,7 +39,8 @@ from inference_platform.platform.network import (
     Pods,
     pod_groups,
 )
-from inference_platform.serving import inference_pool
+from inference_platform.serving import cache_agent, inference_pool
+from inference_platform.serving.cached_files import cached_versions
 from inference_platform.serving.payload_capture import COMPARATOR_METRICS_PORT
 from inference_platform.serving.pipeline.manifests import ROUTER_PORT
 from inference_platform.stack.config import StackConfig
@@ -258,3 +260,17 @@ def ascend_device_plugin_edges(table: EdgeTable) -> None:
     if platform.npu_nodes.soft_slicing:
         # Its exporter runs only on soft-slicing nodes.
         table.scraped(plugin, (ascend_device_plugin.MONITOR_PORT,), "HAMi's Ascend device plugin's vNPU metrics")
+
+
+def model_cache_edges(table: EdgeTable) -> None:
+    """The cache agent downloads what the cached versions' storage initializers would, on the same
+    ports (to the internet, as theirs: the storage endpoints have no fixed addresses)."""
+    config = table.config
+    versions = cached_versions(config.models)
+    access = config.storage.access(cache_agent.SECRET_NAME) if config.storage is not None else None
+    for kind in config.platform.model_cache.kinds:
+        agent = Pods.of(cache_agent.daemon_set_name(kind), model_cache_agent.NAMESPACE, cache_agent.pod_labels(kind))
+        ports = cache_agent.download_ports([v for v in versions if v.kind == kind], access)
+        if ports:
+            table.add(agent, INTERNET, ports, f"the {kind} nodes' cache agent downloads the cached models")
+        table.scraped(agent, (cache_agent.METRICS_PORT,), f"the {kind} nodes' cache agent's series")

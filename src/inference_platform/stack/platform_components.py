@@ -23,10 +23,13 @@ from inference_platform.platform.ingress_gateway import IngressGateway, IngressG
 from inference_platform.platform.keda import Keda, KedaArgs
 from inference_platform.platform.leader_worker_set import LeaderWorkerSetArgs, LeaderWorkerSetController
 from inference_platform.platform.metrics_server import MetricsServer, MetricsServerArgs
+from inference_platform.platform.model_cache_agent import ModelCacheAgent, ModelCacheAgentArgs
 from inference_platform.platform.network import Edge
 from inference_platform.platform.prometheus import SERVER_PORT, Prometheus, PrometheusArgs, RuleFiles
 from inference_platform.platform.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from inference_platform.serving.analysis_spec import AnalysisSpec
+from inference_platform.serving.cache_agent import SECRET_NAME, CacheAgentArgs, manifests
+from inference_platform.serving.cached_files import cached_versions
 from inference_platform.stack import network
 from inference_platform.stack.config import StackConfig
 
@@ -195,6 +198,22 @@ def _ascend_device_plugin(
     return Deployed(plugin)
 
 
+def _model_cache(name: str, config: StackConfig, _: Installed, opts: pulumi.ResourceOptions) -> Deployed:
+    platform = config.platform
+    storage = config.storage
+    secret = storage.secret_data() if storage is not None else {}
+    args = CacheAgentArgs(
+        config=platform.model_cache,
+        namespace=config.namespace,
+        versions=tuple(cached_versions(config.models)),
+        gpu_nodes=platform.gpu_nodes,
+        npu_nodes=platform.npu_nodes,
+        access=storage.access(SECRET_NAME) if storage is not None else None,
+        secret_data={key: pulumi.Output.secret(value) for key, value in sorted(secret.items())} or None,
+    )
+    return Deployed(ModelCacheAgent(name, ModelCacheAgentArgs(manifests(args)), opts))
+
+
 COMPONENTS: tuple[PlatformComponent, ...] = (
     PlatformComponent("ingress", IngressGateway, lambda c: c.platform.ingress.enabled, _ingress, network.istio_edges),
     PlatformComponent(
@@ -243,6 +262,13 @@ COMPONENTS: tuple[PlatformComponent, ...] = (
         lambda c: c.installs_ascend_device_plugin,
         _ascend_device_plugin,
         network.ascend_device_plugin_edges,
+    ),
+    PlatformComponent(
+        "model-cache",
+        ModelCacheAgent,
+        lambda c: c.platform.model_cache.enabled,
+        _model_cache,
+        network.model_cache_edges,
     ),
 )
 
