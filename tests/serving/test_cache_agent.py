@@ -165,6 +165,24 @@ def test_a_complete_version_is_not_fetched_again(listed: list[agent.Listed], tmp
     assert _mtimes(disk / NS) == before
 
 
+def test_every_listed_directory_exists_before_the_first_download(listed: list[agent.Listed], tmp_path: Path) -> None:
+    """The kubelet mounts a local volume only over a directory that exists: a pod of the last listed
+    version, placed on the node while the first downloads, must find its directory (and wait there)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    later = agent.Listed(NS, "llama", "v2", listed[0].uri, {})
+    seen: list[bool] = []
+
+    def fetcher(uri: str, destination: str) -> None:
+        seen.append(later.directory(disk).is_dir())
+        agent.fetch(uri, destination)
+
+    agent.sync(disk, [*listed, later], now=1000.0, fetcher=fetcher)
+
+    assert seen[0] is True
+    assert all(seen)
+
+
 def test_a_version_whose_uri_changes_is_fetched_afresh(
     listed: list[agent.Listed], served: tuple[str, Path], tmp_path: Path
 ) -> None:

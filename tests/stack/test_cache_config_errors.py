@@ -40,6 +40,14 @@ def with_path(path: str) -> str:
 
 CASES = [
     (
+        "cache-nodes-found-by-no-label",
+        HEAD.replace("      size: 200Gi\n", "      size: 200Gi\n    gpuNodes:\n      nodeSelector: {}\n"),
+        [
+            "{file}:8:7: platform.gpuNodes.nodeSelector: the GPU nodes cache (platform.modelCache.nodes: gpu), and "
+            "they are found by these labels: with none, no node would hold a cached version's copy"
+        ],
+    ),
+    (
         "cache-without-the-platforms-cache",
         HEAD.replace(CACHE, "    kubernetesVersion: 1.30.4\n"),
         [

@@ -51,10 +51,15 @@ def test_the_cache_nodes_list_every_cached_version_with_its_downloaded_adapters(
     listed = json.loads(objects[("ConfigMap", NAMESPACE, "model-cache-gpu")]["data"]["versions.json"])
 
     assert [(e["model"], e["version"]) for e in listed] == [
+        (cached.model, cached.version) for cached in cached_versions(config.models) if cached.kind == "gpu"
+    ]
+    # The stack's order: mnist's two versions, resnet, llama and qwen's first version (its second downloads).
+    assert [(e["model"], e["version"]) for e in listed] == [
         ("mnist", "v1"),
         ("mnist", "v2"),
         ("resnet", "v1"),
         ("llama", "v1"),
+        ("qwen", "v1"),
     ]
     assert {e["namespace"] for e in listed} == {config.namespace}
     llama = next(e for e in listed if e["model"] == "llama")
@@ -129,16 +134,30 @@ def test_the_agent_runs_its_shipped_code_in_the_storage_initializer_image_with_t
     assert set(copy["stringData"]) == set(models_secret["stringData"])
 
 
+def _uncached(config: dict[str, Any]) -> dict[str, Any]:
+    """The same stack with no version cached: each downloads its files, as before the cache."""
+    for model in config["inference-platform:models"]:
+        model.pop("cache", None)
+        for version in model["versions"]:
+            version.pop("cache", None)
+    return config
+
+
 def test_the_agent_goes_out_only_where_the_cached_downloads_go_and_lets_in_only_prometheus(
-    stack: tuple[Objects, StackConfig],
+    stack: tuple[Objects, StackConfig], tmp_path: Path
 ) -> None:
+    """The agent's way out is the union of the ways out the cached versions' pods had when they
+    downloaded their own files (the same stack rendered with nothing cached)."""
     objects, config = stack
     policy = objects[("NetworkPolicy", NAMESPACE, "model-cache-gpu")]["spec"]
     cached = {(v.model, v.version) for v in cached_versions(config.models)}
+    before, _ = _render(_uncached(model_cache_config()), tmp_path)
     downloads = [
-        objects[("NetworkPolicy", config.namespace, f"{model}-{version}-download")]["spec"]["egress"][0]
+        before[("NetworkPolicy", config.namespace, f"{model}-{version}-download")]["spec"]["egress"][0]
         for model, version in sorted(cached)
     ]
+    assert not [name for kind, _, name in objects if kind == "NetworkPolicy" and name.endswith("-download")
+                and tuple(name.removesuffix("-download").rsplit("-", 1)) in cached]  # fmt: skip
 
     assert policy["podSelector"]["matchLabels"] == cache_agent.pod_labels("gpu")
     (egress,) = policy["egress"]

@@ -36,8 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kserve_storage import Storage
-
 # The node layout (serving/cached_files.py holds the same names; a test checks they agree).
 MODEL_DIR = "model"
 ADAPTERS_DIR = "adapters"
@@ -71,6 +69,10 @@ def fetch(uri: str, destination: str) -> None:
 
         snapshot_download(repo_id=snapshot[0], revision=snapshot[1], local_dir=destination)
         return
+    # Here, not at the top: the library imports this file for its constants and its text (serving/
+    # cache_agent.py), and a program that uses the library need not install KServe's storage code.
+    from kserve_storage import Storage  # noqa: PLC0415
+
     Storage.download(uri, destination)
 
 
@@ -219,6 +221,10 @@ class Sync:
 def sync(root: Path, listed: list[Listed], now: float, fetcher: Fetch = fetch, grace: float = GRACE_SECONDS) -> Sync:
     """One pass: fill what is listed and not complete, remove what has been unlisted for `grace`."""
     result = Sync(at=now)
+    # Every listed version's directory first: the kubelet mounts a `local` volume only over a directory
+    # that exists, so a pod placed here before its turn reaches its wait for the marker (and says why).
+    for version in listed:
+        version.directory(root).mkdir(parents=True, exist_ok=True)
     for version in listed:
         if is_complete(version, root):
             continue

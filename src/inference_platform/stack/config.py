@@ -290,6 +290,17 @@ class StackConfig(ConfigModel):
                     "declare them, or cache on gpu",
                 )
             )
+        selectors = {"gpu": ("gpuNodes", self.platform.gpu_nodes), "npu": ("npuNodes", self.platform.npu_nodes)}
+        for kind in cache.kinds if cache.enabled else ():
+            key, nodes = selectors[kind]
+            if not nodes.node_selector:
+                problems.append(
+                    (
+                        f"platform.{key}.nodeSelector",
+                        f"the {kind.upper()} nodes cache (platform.modelCache.nodes: {cache.nodes}), and they are "
+                        "found by these labels: with none, no node would hold a cached version's copy",
+                    )
+                )
         for index, model in enumerate(self.models):
             for path, version in model.cache_settings():
                 where = f"models[{index}].{path}"
