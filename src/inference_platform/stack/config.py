@@ -290,10 +290,13 @@ class StackConfig(ConfigModel):
                     "declare them, or cache on gpu",
                 )
             )
-        selectors = {"gpu": ("gpuNodes", self.platform.gpu_nodes), "npu": ("npuNodes", self.platform.npu_nodes)}
+        selectors: dict[str, tuple[str, dict[str, str]]] = {
+            "gpu": ("gpuNodes", self.platform.gpu_nodes.node_selector),
+            "npu": ("npuNodes", self.platform.npu_nodes.node_selector),
+        }
         for kind in cache.kinds if cache.enabled else ():
-            key, nodes = selectors[kind]
-            if not nodes.node_selector:
+            key, selector = selectors[kind]
+            if not selector:
                 problems.append(
                     (
                         f"platform.{key}.nodeSelector",
