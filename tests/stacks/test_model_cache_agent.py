@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from inference_platform.cli.main import main
-from inference_platform.cli.render import run_program
 from inference_platform.cli.stack_file import read_stack_file
 from inference_platform.platform.model_cache_agent import NAMESPACE
 from inference_platform.serving import cache_agent, cache_agent_script
@@ -188,18 +187,11 @@ def test_npu_cache_nodes_get_their_own_agent_on_exactly_the_npu_nodes(tmp_path: 
     assert "egress" not in objects[("NetworkPolicy", NAMESPACE, "model-cache-npu")]["spec"]
 
 
-def test_the_stack_with_the_cache_meets_the_mandatory_policies(tmp_path: Path) -> None:
-    """The policy pack's resource checks (tests/policies/test_stacks_meet_policies.py's, over the
-    repository's stacks) over this one, the agent's DaemonSet among what they look at."""
-    path = write_stack_file(tmp_path / "Pulumi.model-cache.yaml", model_cache_config())
-    result = run_program("model-cache", read_stack_file(path))
-    violations = [
-        f"{r.type} {r.name}: {message}"
-        for r in result.manifests
-        for check in RESOURCE_CHECKS
-        for message in check(r.type, r.inputs)
-    ]
-
-    assert violations == []
-    checked = {r.name for r in result.manifests if rules.pod_spec(r.type, r.inputs) is not None}
-    assert "model-cache-gpu" in checked
+def test_the_policy_pack_looks_at_the_agent(stack: tuple[Objects, StackConfig]) -> None:
+    """tests/policies/test_stacks_meet_policies.py runs the pack's resource checks over this stack
+    (its GENERATED stacks); here, that the agent's DaemonSet is a workload the pack reads a pod of,
+    and that its pod passes every check."""
+    objects, _ = stack
+    daemon = _agent(objects, "gpu")
+    assert rules.pod_spec("kubernetes:apps/v1:DaemonSet", daemon) is not None
+    assert [m for check in RESOURCE_CHECKS for m in check("kubernetes:apps/v1:DaemonSet", daemon)] == []

@@ -649,6 +649,19 @@ def _add_stacks(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     stacks.set_defaults(handler=_stacks)
 
 
+def _stack_and_prometheus(command: argparse.ArgumentParser, verb: str) -> None:
+    """--stack, --config and --prometheus: a command that `verb`s a stack file and asks its Prometheus."""
+    command.add_argument("--stack", required=True, help=f"stack name ({verb}s Pulumi.<stack>.yaml)")
+    command.add_argument("--config", help=f"stack file to {verb} instead of Pulumi.<stack>.yaml")
+    command.add_argument(
+        "--prometheus",
+        required=True,
+        type=_prometheus_url,
+        metavar="URL",
+        help="the platform Prometheus' base URL, e.g. http://127.0.0.1:9090",
+    )
+
+
 def _add_rollout(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`rollout`: each model's rollout a step further, as a change to its stack file."""
     rollout = commands.add_parser(
@@ -662,15 +675,7 @@ def _add_rollout(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"{ExitCode.CONFIG_ERROR:d}: bad usage or config (nothing written). "
         f"A bearer token is read from ${TOKEN_ENV} when set.",
     )
-    rollout.add_argument("--stack", required=True, help="stack name (edits Pulumi.<stack>.yaml)")
-    rollout.add_argument("--config", help="stack file to edit instead of Pulumi.<stack>.yaml")
-    rollout.add_argument(
-        "--prometheus",
-        required=True,
-        type=_prometheus_url,
-        metavar="URL",
-        help="the platform Prometheus' base URL, e.g. http://127.0.0.1:9090",
-    )
+    _stack_and_prometheus(rollout, "edit")
     rollout.add_argument("--at", metavar="TIME", help="decide as of TIME: RFC 3339 or Unix seconds (default now)")
     rollout.add_argument(
         "--format", choices=["table", "markdown", "json"], default="table", help="how to print the decisions"
@@ -768,15 +773,7 @@ def parser() -> argparse.ArgumentParser:
         f"{ExitCode.PROGRAM_ERROR:d}: analyze itself failed. "
         f"A bearer token is read from ${TOKEN_ENV} when set.",
     )
-    analysis.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
-    analysis.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
-    analysis.add_argument(
-        "--prometheus",
-        required=True,
-        type=_prometheus_url,
-        metavar="URL",
-        help="the platform Prometheus' base URL, e.g. http://127.0.0.1:9090",
-    )
+    _stack_and_prometheus(analysis, "read")
     analysis.add_argument("--model", help="only this model")
     analysis.add_argument("--window", type=_window, help="instead of each model's analysis.window (e.g. 10m)")
     analysis.add_argument("--at", metavar="TIME", help="end of the window: RFC 3339 or Unix seconds (default now)")
