@@ -38,7 +38,9 @@ def registered_services(result: RenderResult) -> list[tuple[ModelSpec, GpuNodes]
 
 
 def _registered(result: RenderResult) -> list[tuple[ModelSpec, GpuNodes, NpuNodes | None]]:
-    """The model, GPU nodes and (an Ascend model's) NPU nodes of every InferenceService registered."""
+    """The model, GPU nodes and (an Ascend model's) NPU nodes of every InferenceService registered,
+    by the model's name: components finish registering in an order that follows what each waits on
+    (the same program can register them in another order), so the order is set here."""
     services = []
     for registration in result.registrations:
         outputs = result.component_outputs.get(registration.urn) or {}
@@ -52,7 +54,7 @@ def _registered(result: RenderResult) -> list[tuple[ModelSpec, GpuNodes, NpuNode
                 None if npu_nodes is None else NpuNodes.model_validate(npu_nodes),
             )
         )
-    return services
+    return sorted(services, key=lambda service: service[0].name)
 
 
 def registered_urls(result: RenderResult, component: str) -> dict[str, list[str]]:
