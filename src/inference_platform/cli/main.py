@@ -455,7 +455,7 @@ def _analyze(args: argparse.Namespace) -> ExitCode:
 
 
 def _rollout(args: argparse.Namespace) -> ExitCode:
-    from inference_platform.analysis.prometheus_client import Prometheus, PrometheusError
+    from inference_platform.analysis.prometheus_client import PrometheusError
     from inference_platform.cli import rollout
     from inference_platform.cli.analyze import parse_time
     from inference_platform.cli.environment import environment_of
@@ -475,11 +475,7 @@ def _rollout(args: argparse.Namespace) -> ExitCode:
     try:
         environment = environment_of(args.stack, path)
         models = rollout.in_rollout(config, rollout.own_models(read_stack_file(path)))
-        if rollout.needs_prometheus(models, at):
-            with Prometheus(args.prometheus, at) as prometheus:
-                chosen = rollout.decisions(config, models, at, prometheus)
-        else:
-            chosen = rollout.decisions(config, models, at, None)
+        chosen = rollout.decisions(config, models, at, args.prometheus)
         report = rollout.RolloutReport(args.stack, at, config.rollouts.auto_merge_rollbacks, chosen)
         rollout.write(path, environment, report)
     except PrometheusError as error:

@@ -415,11 +415,9 @@ def in_rollout(config: StackConfig, names: set[str]) -> list[ModelSpec]:
     return [m for m in config.models if m.name in names and m.rollout is not None and not m.rollout.finished]
 
 
-def decisions(
-    config: StackConfig, models: Sequence[ModelSpec], at: datetime, prometheus: Prometheus | None
-) -> list[Decision]:
-    """Every model's decision, in the file's order; Prometheus is asked only where a verdict is
-    needed (PrometheusError when it cannot answer)."""
+def decisions(config: StackConfig, models: Sequence[ModelSpec], at: datetime, prometheus_url: str) -> list[Decision]:
+    """Every model's decision, in the file's order. Prometheus (at `prometheus_url`) is asked only
+    where a verdict is needed: PrometheusError when it cannot answer."""
     found: dict[str, Decision] = {}
     to_judge = []
     for model in models:
@@ -429,18 +427,13 @@ def decisions(
         else:
             found[model.name] = decided
     if to_judge:
-        assert prometheus is not None
         compared = [(model, judged(model, config.namespace)) for model in to_judge]
-        reports, _ = judge_models(prometheus, compared)
+        with Prometheus(prometheus_url, at) as prometheus:
+            reports, _ = judge_models(prometheus, compared)
         for model, report in zip(to_judge, reports, strict=True):
             (candidate,) = report.candidates
             found[model.name] = decide(model, at, candidate, report.primary_stats)
     return [found[model.name] for model in models]
-
-
-def needs_prometheus(models: Sequence[ModelSpec], at: datetime) -> bool:
-    """Whether some model's decision needs a verdict (the others are made from the file alone)."""
-    return any(without_verdict(model, at) is None for model in models)
 
 
 # --- Writing -----------------------------------------------------------------------------------------
