@@ -3,7 +3,7 @@
     .venv/bin/python -m tests.render_stacks OUT [--no-charts] [--stack NAME ...]
 
 writes OUT/<stack>/ (the render directory `infra render` writes) and OUT/<stack>/urns.txt (every
-URN the program registers, sorted) for dev, prod, the all-features stack and the same with KEDA.
+URN the program registers, sorted) for dev, prod, the all-features stack, the same with KEDA, and the model-cache stack.
 Charts are expanded from the pinned copies beside the checkout when they are there; --no-charts
 leaves them out (faster; the program's objects and URNs only).
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 from inference_platform.cli.main import main as infra_main
 from inference_platform.cli.render import run_program
 from inference_platform.cli.stack_file import read_stack_file
-from tests.conftest import full_config, keda_config, secured, stack_file, write_stack_file
+from tests.conftest import full_config, keda_config, model_cache_config, secured, stack_file, write_stack_file
 
-GENERATED = {"all-features": full_config, "keda": keda_config}
+GENERATED = {"all-features": full_config, "keda": keda_config, "model-cache": model_cache_config}
 STACKS = ["dev", "prod", *GENERATED]
 CHARTS = Path(__file__).resolve().parents[1].parent / "shared" / "charts"
 MANIFESTS = CHARTS.parent / "crds"
