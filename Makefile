@@ -32,12 +32,26 @@ $(RENDER_VENV)/.installed: requirements.txt pyproject.toml
 	$(RENDER_VENV)/bin/python -m pip install $(PIP_FLAGS) -r requirements.txt
 	touch $@
 
+# torch, once for every environment whose tests import it (requirements-torch.txt says why: on
+# Linux x86_64 PyPI has only its CUDA build, 4 GB with CUDA's libraries). Each of those
+# environments reads it through a .pth file appended to its own path (SHARE_TORCH), so its own
+# packages come first and torch is found here.
+.venv-torch/.installed: requirements-torch.txt
+	$(PYTHON) -m venv .venv-torch
+	.venv-torch/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
+	.venv-torch/bin/python -m pip install $(PIP_FLAGS) --no-deps -r requirements-torch.txt
+	touch $@
+
+# $(call SHARE_TORCH,<venv>): make <venv> import torch from .venv-torch.
+SHARE_TORCH = $(1)/bin/python -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_path("purelib"), "shared-torch.pth").write_text(sys.argv[1] + "\n")' "$$(.venv-torch/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+
 # The test environment: the runtime requirements, the test tools, MkDocs, the model servers.
-$(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-nodeps.txt pyproject.toml
+$(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-nodeps.txt pyproject.toml .venv-torch/.installed
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install $(PIP_FLAGS) --upgrade pip
 	$(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-test.txt
 	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -r requirements-test-nodeps.txt
+	$(call SHARE_TORCH,$(VENV))
 	touch $@
 
 # Tools whose pins clash with the test environment get a venv each, built from
@@ -54,8 +68,16 @@ $(BIN)/.installed: requirements.txt requirements-test.txt requirements-test-node
 	.venv-$*/bin/python -m pip install $(PIP_FLAGS) -r requirements-$*.txt
 	touch $@
 
-.venv-vllm/.installed: requirements-vllm-nodeps.txt
-.venv-sglang/.installed: requirements-sglang-nodeps.txt
+# vLLM's and SGLang's parsers import torch: from .venv-torch.
+.venv-vllm/.installed .venv-sglang/.installed: .venv-%/.installed: requirements-%.txt .venv-torch/.installed
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
+	if [ -f requirements-$*-nodeps.txt ]; then .venv-$*/bin/python -m pip install $(PIP_FLAGS) --no-deps -r requirements-$*-nodeps.txt; fi
+	.venv-$*/bin/python -m pip install $(PIP_FLAGS) -r requirements-$*.txt
+	$(call SHARE_TORCH,.venv-$*)
+	touch $@
+.venv-vllm/.installed: requirements-vllm.txt requirements-vllm-nodeps.txt
+.venv-sglang/.installed: requirements-sglang.txt requirements-sglang-nodeps.txt
 .venv-comparator/.installed: requirements-comparator-nodeps.txt comparator/requirements.txt comparator/pyproject.toml $(shell find comparator/src -name '*.py')
 
 # The policy pack's environment (pulumi-policy pins protobuf 5), for its unit tests.
