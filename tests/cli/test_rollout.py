@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from inference_platform.analysis import rollout_decisions
 from inference_platform.analysis.verdicts import Candidate, Stats, Verdict
 from inference_platform.cli import rollout
 from inference_platform.cli.exit_codes import ExitCode
@@ -28,10 +29,11 @@ COMMENT = "# the fraud team owns this model"
 NEXT = "# churn: the next model's comment, which a status added above it must not take"
 
 
-def stack(tmp_path: Path, **rollout: Any) -> Path:
-    """iris (v1 90, v2 10, v3 a shadow) rolling out v2, with a comment to keep."""
+def stack(tmp_path: Path, live: int = 0, **rollout: Any) -> Path:
+    """iris (v1 100 - `live`, v2 `live`, v3 a shadow) rolling out v2, with a comment to keep."""
     config = base_config()
     iris = config["inference-platform:models"][0]
+    iris["versions"][0]["weight"], iris["versions"][1]["weight"] = 100 - live, live
     iris["rollout"] = {"candidate": "v2", "steps": [5, 25, 50], "interval": "15m", **rollout}
     path = write_stack_file(tmp_path / "Pulumi.test.yaml", config)
     text = path.read_text().replace("  - name: iris\n", f"  {COMMENT}\n  - name: iris\n")
@@ -60,12 +62,12 @@ def spec(path: Path) -> ModelSpec:
 
 
 def test_shares_scale_in_proportion_in_whole_percent() -> None:
-    assert rollout.shares({"v1": 90}, 95) == {"v1": 95}
-    assert rollout.shares({"v1": 60, "v0": 40}, 75) == {"v1": 45, "v0": 30}
-    assert rollout.shares({"a": 1, "b": 1, "c": 1}, 100) == {"a": 34, "b": 33, "c": 33}
-    assert rollout.shares({"a": 70, "b": 20, "c": 10}, 50) == {"a": 35, "b": 10, "c": 5}
+    assert rollout_decisions.shares({"v1": 90}, 95) == {"v1": 95}
+    assert rollout_decisions.shares({"v1": 60, "v0": 40}, 75) == {"v1": 45, "v0": 30}
+    assert rollout_decisions.shares({"a": 1, "b": 1, "c": 1}, 100) == {"a": 34, "b": 33, "c": 33}
+    assert rollout_decisions.shares({"a": 70, "b": 20, "c": 10}, 50) == {"a": 35, "b": 10, "c": 5}
     for total in range(101):
-        assert sum(rollout.shares({"a": 33, "b": 33, "c": 24}, total).values()) == total
+        assert sum(rollout_decisions.shares({"a": 33, "b": 33, "c": 24}, total).values()) == total
 
 
 def test_the_first_run_starts_at_step_one_and_a_second_at_the_same_time_changes_nothing(
@@ -76,7 +78,7 @@ def test_the_first_run_starts_at_step_one_and_a_second_at_the_same_time_changes_
     report = json.loads(capsys.readouterr().out)
     (decided,) = report["models"]
     assert decided["decision"] == "advance"
-    assert decided["from"]["weights"] == {"v1": 90, "v2": 10}
+    assert decided["from"]["weights"] == {"v1": 100, "v2": 0}
     assert decided["to"]["weights"] == {"v1": 95, "v2": 5}
     assert decided["to"]["mirrors"] == {"v3": 50}  # the other shadow keeps its mirror
     assert weights(path) == {"v1": 95, "v2": 5, "v3": "mirror 50"}
@@ -85,7 +87,7 @@ def test_the_first_run_starts_at_step_one_and_a_second_at_the_same_time_changes_
         "phase": "canary",
         "step": 1,
         "primary": "v1",
-        "baseline": {"v1": 90},
+        "baseline": {"v1": 100},
         "since": format_timestamp(START),
         "failures": 0,
         "decision": "advance",
@@ -107,7 +109,7 @@ def test_a_shadow_first_rollout_starts_as_a_shadow(tmp_path: Path, capsys: pytes
     assert run(path, START, "--format", "json") == ExitCode.OK
     (decided,) = json.loads(capsys.readouterr().out)["models"]
     assert decided["to"]["phase"] == "shadow"
-    # v2's live 10 % goes back to v1; v2 mirrors half the requests.
+    # v2 mirrors half the requests; users see only v1's answers.
     assert weights(path) == {"v1": 100, "v2": "mirror 50", "v3": "mirror 50"}
     assert model(path)["rollout"]["status"]["phase"] == "shadow"
 
@@ -169,12 +171,12 @@ def started(tmp_path: Path, **settings: Any) -> Path:
     return path
 
 
-def decide(path: Path, at: datetime, verdict: Verdict, reasons: list[str] | None = None) -> rollout.Decision:
-    return rollout.decide(spec(path), at, candidate(verdict, reasons), stats(5000))
+def decide(path: Path, at: datetime, verdict: Verdict, reasons: list[str] | None = None) -> rollout_decisions.Decision:
+    return rollout_decisions.decide(spec(path), at, candidate(verdict, reasons), stats(5000))
 
 
-def apply(path: Path, decided: rollout.Decision) -> None:
-    report = rollout.RolloutReport("test", START, False, [decided])
+def apply(path: Path, decided: rollout_decisions.Decision) -> None:
+    report = rollout_decisions.RolloutReport("test", START, False, [decided])
     rollout.write(path, None, report)
 
 
@@ -302,7 +304,7 @@ def test_markdown_report_and_out_file(tmp_path: Path, capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert out == body.read_text()
     assert out.startswith("## Rollouts: stack `test`\n")
-    before, after = "before: v1 90 %, v2 10 %, v3 mirrors 50 %", "step 1: v1 95 %, v2 5 %, v3 mirrors 50 %"
+    before, after = "before: v1 100 %, v2 0 %, v3 mirrors 50 %", "step 1: v1 95 %, v2 5 %, v3 mirrors 50 %"
     assert f"| iris | v2 | advance | {before} | {after} |" in out
 
 

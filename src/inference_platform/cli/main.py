@@ -456,6 +456,7 @@ def _analyze(args: argparse.Namespace) -> ExitCode:
 
 def _rollout(args: argparse.Namespace) -> ExitCode:
     from inference_platform.analysis.prometheus_client import PrometheusError
+    from inference_platform.analysis.rollout_decisions import RolloutReport
     from inference_platform.cli import rollout
     from inference_platform.cli.analyze import parse_time
     from inference_platform.cli.environment import environment_of
@@ -476,7 +477,7 @@ def _rollout(args: argparse.Namespace) -> ExitCode:
         environment = environment_of(args.stack, path)
         models = rollout.in_rollout(config, rollout.own_models(read_stack_file(path)))
         chosen = rollout.decisions(config, models, at, args.prometheus)
-        report = rollout.RolloutReport(args.stack, at, config.rollouts.auto_merge_rollbacks, chosen)
+        report = RolloutReport(args.stack, at, config.rollouts.auto_merge_rollbacks, chosen)
         rollout.write(path, environment, report)
     except PrometheusError as error:
         print(f"rollout: {error}; nothing was written", file=sys.stderr)

@@ -53,6 +53,12 @@ def parse_timestamp(value: str) -> datetime:
         raise ValueError(f"{value!r} is not a time: {error}") from None
 
 
+def first_step(steps: list[int], live: int) -> int | None:
+    """Where a rollout starts (1 for steps[0]): the first step at or above the candidate's live
+    weight, so that starting never cuts its traffic; None where its weight is above every step."""
+    return next((index for index, weight in enumerate(steps, start=1) if weight >= live), None)
+
+
 def format_timestamp(value: datetime) -> str:
     return value.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
@@ -176,9 +182,10 @@ class RolloutSpec(ConfigModel):
     def shadow_duration(self) -> str:
         return (self.shadow_first.duration if self.shadow_first else None) or self.interval
 
-    def problems(self, versions: list[str], primary: str, window: str) -> list[tuple[str, str]]:
+    def problems(self, versions: list[str], primary: str, window: str, live: int = 0) -> list[tuple[str, str]]:
         """What the model's own settings make wrong (paths relative to the model): `versions` its
-        versions' names, `primary` the version with the most live weight, `window` analysis.window."""
+        versions' names, `primary` the version with the most live weight, `window` analysis.window,
+        `live` the candidate's live weight."""
         problems: list[tuple[str, str]] = []
         status = self.status
         finished = status is not None and status.finished
@@ -192,6 +199,16 @@ class RolloutSpec(ConfigModel):
         if self.candidate == started_from and not finished:
             problems.append(
                 ("rollout.candidate", f"{self.candidate!r} is the model's primary: roll out another version")
+            )
+        if status is None and self.candidate != primary and first_step(self.steps, live) is None:
+            steps = ", ".join(map(str, self.steps))
+            problems.append(
+                (
+                    "rollout.steps",
+                    f"{self.candidate} has weight {live} already, above every step ({steps}): a rollout never cuts "
+                    f"its candidate's traffic; add a step of at least {live}, or move the traffic with "
+                    "`infra promote`",
+                )
             )
         window_ns = duration_nanoseconds(window)
         if duration_nanoseconds(self.interval) < window_ns:
