@@ -104,6 +104,47 @@ def test_the_first_run_starts_at_step_one_and_a_second_at_the_same_time_changes_
     assert path.read_text() == written
 
 
+@pytest.mark.parametrize(
+    ("live", "shadow", "step", "after"),
+    [(10, False, 2, 25), (25, False, 2, 25), (10, True, 2, 25), (50, False, 3, 50)],
+    ids=["between steps", "at a step", "shadowFirst skipped", "at the last step"],
+)
+def test_a_candidate_with_traffic_starts_at_the_first_step_at_or_above_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], live: int, shadow: bool, step: int, after: int
+) -> None:
+    """A rollout never cuts its candidate's traffic: v2 at 10 % starts at step 2 (25 %), not at 5 %;
+    at 25 % it stays there; serving live already, it skips its shadow phase."""
+    settings: dict[str, Any] = {"shadowFirst": {"mirrorPercent": 50}} if shadow else {}
+    path = stack(tmp_path, live, **settings)
+    assert run(path, START, "--format", "json") == ExitCode.OK
+    (decided,) = json.loads(capsys.readouterr().out)["models"]
+    assert (decided["decision"], decided["to"]["phase"], decided["to"]["step"]) == ("advance", "canary", step)
+    assert weights(path) == {"v1": 100 - after, "v2": after, "v3": "mirror 50"}
+    skipped = "; its shadow phase is skipped" if shadow else ""
+    assert decided["reason"] == (
+        f"started: step {step} of 3, v2 at {after} % (it served {live} % already: a rollout never cuts its "
+        f"candidate's traffic{skipped})"
+    )
+    assert model(path)["rollout"]["status"]["baseline"] == {"v1": 100 - live}
+
+
+def test_a_candidate_above_every_step_is_refused_at_the_steps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """v1 50, v2 50 and a rollout of v2 on steps [20, 40]: starting would cut v2 to 20 %."""
+    path = stack(tmp_path, 50, steps=[20, 40])
+    text = path.read_text()
+    assert run(path, START) == ExitCode.CONFIG_ERROR
+    line = next(n for n, found in enumerate(text.splitlines(), start=1) if found.strip() == "steps:")
+    assert capsys.readouterr().err == (
+        "invalid stack config (1 problem):\n"
+        f"  {path}:{line}:7: models[0] (iris).rollout.steps: v2 has weight 50 already, above every step (20, 40): "
+        "a rollout never cuts its candidate's traffic; add a step of at least 50, or move the traffic with "
+        "`python -m infra promote`\n"
+    )
+    assert path.read_text() == text
+
+
 def test_a_shadow_first_rollout_starts_as_a_shadow(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = stack(tmp_path, shadowFirst={"mirrorPercent": 50, "duration": "30m"})
     assert run(path, START, "--format", "json") == ExitCode.OK

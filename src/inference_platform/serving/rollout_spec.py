@@ -207,7 +207,7 @@ class RolloutSpec(ConfigModel):
                     "rollout.steps",
                     f"{self.candidate} has weight {live} already, above every step ({steps}): a rollout never cuts "
                     f"its candidate's traffic; add a step of at least {live}, or move the traffic with "
-                    "`infra promote`",
+                    "`python -m infra promote`",
                 )
             )
         window_ns = duration_nanoseconds(window)
