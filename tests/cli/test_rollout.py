@@ -371,3 +371,24 @@ def test_a_shard_rolls_out_its_own_models_and_its_platform_stack_none(
     assert [m["decision"] for m in json.loads(capsys.readouterr().out)["models"]] == ["advance"]
     assert weights(shard) == {"v1": 80, "v2": 20, "v3": "mirror 50"}
     assert platform_file.read_text() == platform
+
+
+def test_the_markdown_body_says_revert_only_where_the_commit_moves_traffic(tmp_path: Path) -> None:
+    """A step's body says to revert the commit to undo it; a failing verdict counted (a hold that
+    writes the status alone) and a run that wrote nothing say what they are instead."""
+    path = started(tmp_path, failureLimit=2)
+    at = START + timedelta(minutes=11)
+    counted = decide(path, at, "fail", ["slow"])
+    held = decide(path, at, "insufficient-data", ["too few"])
+    advanced = decide(path, START + timedelta(minutes=15), "pass")
+    footer = "Written by `python -m infra rollout` (docs/rollouts.md): "
+    bodies = {
+        name: rollout.markdown(rollout_decisions.RolloutReport("test", at, False, [decided])).splitlines()[-1]
+        for name, decided in (("counted", counted), ("held", held), ("advanced", advanced))
+    }
+    assert bodies == {
+        "counted": footer
+        + "this commit moves no traffic; it records the rollout's status (a failing verdict counted, a pause).",
+        "held": footer + "nothing was written; the stack file is unchanged.",
+        "advanced": footer + "revert this commit to undo the step.",
+    }
