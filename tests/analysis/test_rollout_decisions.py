@@ -15,6 +15,7 @@ from inference_platform.analysis.rollout_decisions import (
     RolloutReport,
     decide,
     moved_by_hand,
+    promotion_warning,
     start,
     without_verdict,
 )
@@ -183,3 +184,21 @@ def test_a_rollback_beside_status_only_writes_still_merges_without_a_review() ->
     paused = without_verdict(moved, LATER)
     assert paused is not None
     assert report(True, rollback(), counted, paused).auto_merge is True
+
+
+def test_what_a_hand_move_of_a_running_rollout_leads_to() -> None:
+    """promote's warning, the model as the move leaves it (tests/cli/test_promote.py runs the command)."""
+    stop = "remove `rollout:` from the model to stop it first (the weights stay as they are)"
+    where = "model 'iris' has a rollout of v2 in progress (canary, step 1)"
+    assert promotion_warning(at_step("iris", 1)) is None  # as the rollout wrote it
+    assert promotion_warning(spec("iris", {"v1": 70, "v2": 30})) is None  # not started
+    paused = spec("iris", {"v1": 70, "v2": 30}, status_at(1, decision="paused", paused="a person moved it"))
+    assert promotion_warning(paused) == (
+        f"{where}, paused: resuming it writes its step's weights back over this move; {stop}"
+    )
+    assert promotion_warning(spec("iris", {"v1": 70, "v2": 30}, status_at(1))) == (
+        f"{where}: v2 has weight 30 in the file, and the rollout wrote weight 5, so the next "
+        f"`python -m infra rollout` pauses it; {stop}"
+    )
+    finished = spec("iris", {"v1": 0, "v2": 100}, status_at(3, phase="promoted"))
+    assert promotion_warning(finished) is None

@@ -447,3 +447,28 @@ def decide(model: ModelSpecBase, at: datetime, candidate: Candidate, primary: St
     )
     retire = status.primary if phase == "promoted" and rollout.retire_previous else None
     return Decision(model.name, name, "advance", before, after, reason, candidate, written, retire)
+
+
+def promotion_warning(model: ModelSpecBase) -> str | None:
+    """What a hand move (`infra promote`) of a model whose rollout is running leads to, the model as
+    the move leaves it: the next run pauses the rollout (the candidate's share moved), or writes its
+    own weights back over the move (the others' moved, or it is paused); None where the rollout has
+    not started or is finished, or the move left its traffic as the rollout wrote it."""
+    rollout = model.rollout
+    if rollout is None or rollout.status is None or rollout.finished:
+        return None
+    status = rollout.status
+    wrote = expected(model)
+    where = (
+        f"model {model.name!r} has a rollout of {rollout.candidate} in progress ({status.phase}, step {status.step})"
+    )
+    stop = "remove `rollout:` from the model to stop it first (the weights stay as they are)"
+    if status.paused is not None or status.decision == "paused":
+        return f"{where}, paused: resuming it writes its step's weights back over this move; {stop}"
+    moved = moved_by_hand(model)
+    if moved is not None:
+        return f"{where}: {moved}, so the next `python -m infra rollout` pauses it; {stop}"
+    now = current(model)
+    if (now.weights, now.mirrors) != (wrote.weights, wrote.mirrors):
+        return f"{where}: its next step writes its own weights over this move; {stop}"
+    return None

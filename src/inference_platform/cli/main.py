@@ -404,7 +404,7 @@ def _promote(args: argparse.Namespace) -> ExitCode:
             model_uri=args.model_uri,
             retire=tuple(filter(None, (args.retire or "").split(","))),
         )
-        promote(args.stack, Path(args.config or f"Pulumi.{args.stack}.yaml"), promotion, sys.stdout)
+        warning = promote(args.stack, Path(args.config or f"Pulumi.{args.stack}.yaml"), promotion, sys.stdout)
     except PromotionError as error:
         print(f"promote: {error}; nothing was written", file=sys.stderr)
         return ExitCode.CONFIG_ERROR
@@ -417,6 +417,8 @@ def _promote(args: argparse.Namespace) -> ExitCode:
     except pulumi.RunError as error:
         print(f"promote: the program failed: {error}; nothing was written", file=sys.stderr)
         return ExitCode.PROGRAM_ERROR
+    if warning is not None:
+        print(f"promote: warning: {warning}", file=sys.stderr)
     return ExitCode.OK
 
 

@@ -22,6 +22,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
+from inference_platform.analysis.rollout_decisions import promotion_warning
 from inference_platform.cli.diff import diff_renders, markdown_report
 from inference_platform.cli.environment import (
     Environment,
@@ -279,10 +280,19 @@ def _render_shard(environment: Environment, stack: str, out: Path) -> None:
     write_render(render_texts(result), out)
 
 
-def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
+def rollout_warning(edited: str, path: Path, model: str) -> str | None:
+    """What the move (`edited`, the stack file's text as it leaves it, validated) does to the model's
+    running rollout (analysis/rollout_decisions.py); None where it has none running."""
+    _, document = round_trip(edited, path)
+    config = parse_stack_config(project_values(stack_file_from_document(document, path).config))
+    return promotion_warning(next(m for m in config.models if m.name == model))
+
+
+def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> str | None:
     """Edit, validate, show the render diff, then write. Raises PromotionError or ConfigError. In
     an environment of several stacks (`stack` its platform stack or any shard) the file edited is
-    the shard's that holds the model, and the whole environment is validated with it."""
+    the shard's that holds the model, and the whole environment is validated with it. Returns a
+    warning where the model's rollout is running (the move pauses it, or its next step undoes it)."""
     if promotion.empty:
         raise PromotionError("nothing to do: give --weights, --mirror, --add-version or --retire")
     try:
@@ -311,6 +321,8 @@ def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
             _render_shard(environment, stack, root / "before")
             _render_shard(replace(environment, directory=root / "proposed"), stack, root / "after")
         out.write(markdown_report(diff_renders(root / "before", root / "after")))
+    warning = rollout_warning(edited, path, promotion.model)
     staged = path.with_name(f".{path.name}.promote")
     staged.write_text(edited, encoding="utf-8")
     os.replace(staged, path)
+    return warning
