@@ -4,7 +4,8 @@ the candidate allows it (cli/rollout.py; docs/rollouts.md).
 
 What a person writes is the plan (`candidate`, `steps`, `interval`, ...). Where the rollout stands is
 `rollout.status`, written only by the command: the stack file is the rollout's whole state, so every
-step is a reviewed commit and a revert of one undoes it.
+step is a commit (reviewed, but for one that only rolls back under autoMergeRollbacks) and a revert
+of one undoes it.
 """
 
 from __future__ import annotations
@@ -258,6 +259,7 @@ class RolloutSettings(ConfigModel):
 
     auto_merge_rollbacks: bool = Field(
         default=False,
-        description="The rollout workflow merges a rollback's pull request without waiting for a review "
-        "(the environment's branch protection still applies); false: a person merges it.",
+        description="The rollout workflow merges a pull request whose only traffic moves are rollbacks without "
+        "waiting for a review (the environment's branch protection still applies); one that also advances, starts "
+        "or resumes a model is reviewed. false: a person merges every one.",
     )
