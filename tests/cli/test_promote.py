@@ -679,3 +679,43 @@ def test_a_move_of_a_model_whose_rollout_is_running_warns_what_the_next_run_does
         capsys.readouterr().err
         == f"promote: warning: {where}: its next step writes its own weights over this move; {stop}\n"
     )
+
+
+def test_the_diff_has_the_chart_objects_section_infra_diff_shows(
+    dev: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the render's chart options, promote's renders expand the charts: retiring iris's shadow
+    v3 drops its alerting rules from the Prometheus chart's ConfigMap, and promote prints the very
+    report `infra diff` gives for renders of the file before and after (cli/diff.py's, one place)."""
+    from tests.conftest import charts_dir, manifests_dir
+
+    charts = ["--charts-dir", str(charts_dir()), "--manifests-dir", str(manifests_dir())]
+    before = tmp_path / "before"
+    assert main(["render", "--stack", "dev", "--config", str(dev), "--out", str(before), *charts]) == 0
+    capsys.readouterr()
+
+    assert run(dev, "--model", "iris", "--retire", "v3", *charts) == 0
+    out = capsys.readouterr().out
+
+    after = tmp_path / "after"
+    assert main(["render", "--stack", "dev", "--config", str(dev), "--out", str(after), *charts]) == 0
+    capsys.readouterr()
+    assert out == markdown_report(diff_renders(before, after))
+    assert "### Chart objects (expanded by Helm)" in out
+    assert "<details><summary>Chart <code>prometheus</code>: 0 added, 0 removed, 1 changed</summary>" in out
+    assert "-      summary: iris v3 (shadow) fails more often than v1" in out
+
+
+def test_a_charts_directory_that_cannot_serve_a_chart_writes_nothing(
+    dev: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As for `infra render`: a directory given is where the charts must come from."""
+    empty = tmp_path / "charts"
+    empty.mkdir()
+    before = dev.read_text()
+    assert run(dev, "--model", "iris", "--retire", "v3", "--charts-dir", str(empty)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("promote: ")
+    assert err.endswith("; nothing was written\n")
+    assert str(empty) in err
+    assert dev.read_text() == before
