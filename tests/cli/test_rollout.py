@@ -105,15 +105,17 @@ def test_the_first_run_starts_at_step_one_and_a_second_at_the_same_time_changes_
 
 
 @pytest.mark.parametrize(
-    ("live", "shadow", "step", "after"),
-    [(10, False, 2, 25), (25, False, 2, 25), (10, True, 2, 25), (50, False, 3, 50)],
+    ("live", "shadow", "expected"),
+    [(10, False, (2, 25)), (25, False, (2, 25)), (10, True, (2, 25)), (50, False, (3, 50))],
     ids=["between steps", "at a step", "shadowFirst skipped", "at the last step"],
 )
 def test_a_candidate_with_traffic_starts_at_the_first_step_at_or_above_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], live: int, shadow: bool, step: int, after: int
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], live: int, shadow: bool, expected: tuple[int, int]
 ) -> None:
     """A rollout never cuts its candidate's traffic: v2 at 10 % starts at step 2 (25 %), not at 5 %;
-    at 25 % it stays there; serving live already, it skips its shadow phase."""
+    at 25 % it stays there; serving live already, it skips its shadow phase. `expected`: the step
+    and v2's weight there."""
+    step, after = expected
     settings: dict[str, Any] = {"shadowFirst": {"mirrorPercent": 50}} if shadow else {}
     path = stack(tmp_path, live, **settings)
     assert run(path, START, "--format", "json") == ExitCode.OK
