@@ -637,3 +637,85 @@ def test_the_comments_after_the_last_version_stay_with_what_follows(end: str, la
         assert "\n\n    # The next model's heading.\n    - name: iris\n" in after
     if move.add_version:  # the new version right after the last, its own lines before the heading
         assert "          weight: 0\n" + ("    # The end" if last else "\n    # The next") in after
+
+
+def test_a_move_of_a_model_whose_rollout_is_running_warns_what_the_next_run_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """promote is a hand move, the documented way to stop a rollout where it is: it is made, and a
+    warning says what the next `infra rollout` does with it and how to stop the rollout instead."""
+    from tests.cli.test_rollout import START, stack
+    from tests.cli.test_rollout import run as rollout
+
+    path = stack(tmp_path)
+    assert (
+        run(path, "--model", "iris", "--weights", "v1=80,v2=20") == 0
+    )  # not started: the rollout starts from these weights
+    assert "warning" not in capsys.readouterr().err
+    assert rollout(path, START) == 0  # started at the first step at or above 20: v2 at 25
+    capsys.readouterr()
+    where = "model 'iris' has a rollout of v2 in progress (canary, step 2)"
+    stop = "remove `rollout:` from the model to stop it first (the weights stay as they are)"
+
+    assert run(path, "--model", "iris", "--weights", "v1=70,v2=30") == 0
+    assert capsys.readouterr().err == (
+        f"promote: warning: {where}: v2 has weight 30 in the file, and the rollout wrote weight 25, so the next "
+        f"`python -m infra rollout` pauses it; {stop}\n"
+    )
+    assert [v.get("weight") for v in versions(path, "iris")] == [70, 30, None]
+
+    assert (
+        run(path, "--model", "iris", "--weights", "v1=75,v2=25") == 0
+    )  # back where the rollout left it: nothing to warn of
+    assert capsys.readouterr().err == ""
+    assert (
+        run(path, "--model", "iris", "--mirror", "v3=20") == 0
+    )  # a version the rollout does not move: its mirror kept
+    assert capsys.readouterr().err == ""
+    assert (
+        run(path, "--model", "iris", "--weights", "v1=74,v3=1") == 0
+    )  # the candidate's share as written; the others moved
+    assert (
+        capsys.readouterr().err
+        == f"promote: warning: {where}: its next step writes its own weights over this move; {stop}\n"
+    )
+
+
+def test_the_diff_has_the_chart_objects_section_infra_diff_shows(
+    dev: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the render's chart options, promote's renders expand the charts: retiring iris's shadow
+    v3 drops its alerting rules from the Prometheus chart's ConfigMap, and promote prints the very
+    report `infra diff` gives for renders of the file before and after (cli/diff.py's, one place)."""
+    from tests.conftest import charts_dir, manifests_dir
+
+    charts = ["--charts-dir", str(charts_dir()), "--manifests-dir", str(manifests_dir())]
+    before = tmp_path / "before"
+    assert main(["render", "--stack", "dev", "--config", str(dev), "--out", str(before), *charts]) == 0
+    capsys.readouterr()
+
+    assert run(dev, "--model", "iris", "--retire", "v3", *charts) == 0
+    out = capsys.readouterr().out
+
+    after = tmp_path / "after"
+    assert main(["render", "--stack", "dev", "--config", str(dev), "--out", str(after), *charts]) == 0
+    capsys.readouterr()
+    assert out == markdown_report(diff_renders(before, after))
+    assert "### Chart objects (expanded by Helm)" in out
+    assert "<details><summary>Chart <code>prometheus</code>: 0 added, 0 removed, 1 changed</summary>" in out
+    assert "-      summary: iris v3 (shadow) fails more often than v1" in out
+
+
+def test_a_charts_directory_that_cannot_serve_a_chart_writes_nothing(
+    dev: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As for `infra render`: a directory given is where the charts must come from."""
+    empty = tmp_path / "charts"
+    empty.mkdir()
+    before = dev.read_text()
+    assert run(dev, "--model", "iris", "--retire", "v3", "--charts-dir", str(empty)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("promote: ")
+    assert err.endswith("; nothing was written\n")
+    assert str(empty) in err
+    assert dev.read_text() == before

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from inference_platform.analysis import rollout_decisions
 from inference_platform.analysis.verdicts import Candidate, Stats, Verdict
 from inference_platform.cli import rollout
 from inference_platform.cli.exit_codes import ExitCode
@@ -28,10 +29,11 @@ COMMENT = "# the fraud team owns this model"
 NEXT = "# churn: the next model's comment, which a status added above it must not take"
 
 
-def stack(tmp_path: Path, **rollout: Any) -> Path:
-    """iris (v1 90, v2 10, v3 a shadow) rolling out v2, with a comment to keep."""
+def stack(tmp_path: Path, live: int = 0, **rollout: Any) -> Path:
+    """iris (v1 100 - `live`, v2 `live`, v3 a shadow) rolling out v2, with a comment to keep."""
     config = base_config()
     iris = config["inference-platform:models"][0]
+    iris["versions"][0]["weight"], iris["versions"][1]["weight"] = 100 - live, live
     iris["rollout"] = {"candidate": "v2", "steps": [5, 25, 50], "interval": "15m", **rollout}
     path = write_stack_file(tmp_path / "Pulumi.test.yaml", config)
     text = path.read_text().replace("  - name: iris\n", f"  {COMMENT}\n  - name: iris\n")
@@ -60,12 +62,12 @@ def spec(path: Path) -> ModelSpec:
 
 
 def test_shares_scale_in_proportion_in_whole_percent() -> None:
-    assert rollout.shares({"v1": 90}, 95) == {"v1": 95}
-    assert rollout.shares({"v1": 60, "v0": 40}, 75) == {"v1": 45, "v0": 30}
-    assert rollout.shares({"a": 1, "b": 1, "c": 1}, 100) == {"a": 34, "b": 33, "c": 33}
-    assert rollout.shares({"a": 70, "b": 20, "c": 10}, 50) == {"a": 35, "b": 10, "c": 5}
+    assert rollout_decisions.shares({"v1": 90}, 95) == {"v1": 95}
+    assert rollout_decisions.shares({"v1": 60, "v0": 40}, 75) == {"v1": 45, "v0": 30}
+    assert rollout_decisions.shares({"a": 1, "b": 1, "c": 1}, 100) == {"a": 34, "b": 33, "c": 33}
+    assert rollout_decisions.shares({"a": 70, "b": 20, "c": 10}, 50) == {"a": 35, "b": 10, "c": 5}
     for total in range(101):
-        assert sum(rollout.shares({"a": 33, "b": 33, "c": 24}, total).values()) == total
+        assert sum(rollout_decisions.shares({"a": 33, "b": 33, "c": 24}, total).values()) == total
 
 
 def test_the_first_run_starts_at_step_one_and_a_second_at_the_same_time_changes_nothing(
@@ -76,7 +78,7 @@ def test_the_first_run_starts_at_step_one_and_a_second_at_the_same_time_changes_
     report = json.loads(capsys.readouterr().out)
     (decided,) = report["models"]
     assert decided["decision"] == "advance"
-    assert decided["from"]["weights"] == {"v1": 90, "v2": 10}
+    assert decided["from"]["weights"] == {"v1": 100, "v2": 0}
     assert decided["to"]["weights"] == {"v1": 95, "v2": 5}
     assert decided["to"]["mirrors"] == {"v3": 50}  # the other shadow keeps its mirror
     assert weights(path) == {"v1": 95, "v2": 5, "v3": "mirror 50"}
@@ -85,7 +87,7 @@ def test_the_first_run_starts_at_step_one_and_a_second_at_the_same_time_changes_
         "phase": "canary",
         "step": 1,
         "primary": "v1",
-        "baseline": {"v1": 90},
+        "baseline": {"v1": 100},
         "since": format_timestamp(START),
         "failures": 0,
         "decision": "advance",
@@ -102,12 +104,55 @@ def test_the_first_run_starts_at_step_one_and_a_second_at_the_same_time_changes_
     assert path.read_text() == written
 
 
+@pytest.mark.parametrize(
+    ("live", "shadow", "expected"),
+    [(10, False, (2, 25)), (25, False, (2, 25)), (10, True, (2, 25)), (50, False, (3, 50))],
+    ids=["between steps", "at a step", "shadowFirst skipped", "at the last step"],
+)
+def test_a_candidate_with_traffic_starts_at_the_first_step_at_or_above_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], live: int, shadow: bool, expected: tuple[int, int]
+) -> None:
+    """A rollout never cuts its candidate's traffic: v2 at 10 % starts at step 2 (25 %), not at 5 %;
+    at 25 % it stays there; serving live already, it skips its shadow phase. `expected`: the step
+    and v2's weight there."""
+    step, after = expected
+    settings: dict[str, Any] = {"shadowFirst": {"mirrorPercent": 50}} if shadow else {}
+    path = stack(tmp_path, live, **settings)
+    assert run(path, START, "--format", "json") == ExitCode.OK
+    (decided,) = json.loads(capsys.readouterr().out)["models"]
+    assert (decided["decision"], decided["to"]["phase"], decided["to"]["step"]) == ("advance", "canary", step)
+    assert weights(path) == {"v1": 100 - after, "v2": after, "v3": "mirror 50"}
+    skipped = "; its shadow phase is skipped" if shadow else ""
+    assert decided["reason"] == (
+        f"started: step {step} of 3, v2 at {after} % (it served {live} % already: a rollout never cuts its "
+        f"candidate's traffic{skipped})"
+    )
+    assert model(path)["rollout"]["status"]["baseline"] == {"v1": 100 - live}
+
+
+def test_a_candidate_above_every_step_is_refused_at_the_steps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """v1 50, v2 50 and a rollout of v2 on steps [20, 40]: starting would cut v2 to 20 %."""
+    path = stack(tmp_path, 50, steps=[20, 40])
+    text = path.read_text()
+    assert run(path, START) == ExitCode.CONFIG_ERROR
+    line = next(n for n, found in enumerate(text.splitlines(), start=1) if found.strip() == "steps:")
+    assert capsys.readouterr().err == (
+        "invalid stack config (1 problem):\n"
+        f"  {path}:{line}:7: models[0] (iris).rollout.steps: v2 has weight 50 already, above every step (20, 40): "
+        "a rollout never cuts its candidate's traffic; add a step of at least 50, or move the traffic with "
+        "`python -m infra promote`\n"
+    )
+    assert path.read_text() == text
+
+
 def test_a_shadow_first_rollout_starts_as_a_shadow(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = stack(tmp_path, shadowFirst={"mirrorPercent": 50, "duration": "30m"})
     assert run(path, START, "--format", "json") == ExitCode.OK
     (decided,) = json.loads(capsys.readouterr().out)["models"]
     assert decided["to"]["phase"] == "shadow"
-    # v2's live 10 % goes back to v1; v2 mirrors half the requests.
+    # v2 mirrors half the requests; users see only v1's answers.
     assert weights(path) == {"v1": 100, "v2": "mirror 50", "v3": "mirror 50"}
     assert model(path)["rollout"]["status"]["phase"] == "shadow"
 
@@ -169,12 +214,12 @@ def started(tmp_path: Path, **settings: Any) -> Path:
     return path
 
 
-def decide(path: Path, at: datetime, verdict: Verdict, reasons: list[str] | None = None) -> rollout.Decision:
-    return rollout.decide(spec(path), at, candidate(verdict, reasons), stats(5000))
+def decide(path: Path, at: datetime, verdict: Verdict, reasons: list[str] | None = None) -> rollout_decisions.Decision:
+    return rollout_decisions.decide(spec(path), at, candidate(verdict, reasons), stats(5000))
 
 
-def apply(path: Path, decided: rollout.Decision) -> None:
-    report = rollout.RolloutReport("test", START, False, [decided])
+def apply(path: Path, decided: rollout_decisions.Decision) -> None:
+    report = rollout_decisions.RolloutReport("test", START, False, [decided])
     rollout.write(path, None, report)
 
 
@@ -302,7 +347,7 @@ def test_markdown_report_and_out_file(tmp_path: Path, capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert out == body.read_text()
     assert out.startswith("## Rollouts: stack `test`\n")
-    before, after = "before: v1 90 %, v2 10 %, v3 mirrors 50 %", "step 1: v1 95 %, v2 5 %, v3 mirrors 50 %"
+    before, after = "before: v1 100 %, v2 0 %, v3 mirrors 50 %", "step 1: v1 95 %, v2 5 %, v3 mirrors 50 %"
     assert f"| iris | v2 | advance | {before} | {after} |" in out
 
 
@@ -328,3 +373,24 @@ def test_a_shard_rolls_out_its_own_models_and_its_platform_stack_none(
     assert [m["decision"] for m in json.loads(capsys.readouterr().out)["models"]] == ["advance"]
     assert weights(shard) == {"v1": 80, "v2": 20, "v3": "mirror 50"}
     assert platform_file.read_text() == platform
+
+
+def test_the_markdown_body_says_revert_only_where_the_commit_moves_traffic(tmp_path: Path) -> None:
+    """A step's body says to revert the commit to undo it; a failing verdict counted (a hold that
+    writes the status alone) and a run that wrote nothing say what they are instead."""
+    path = started(tmp_path, failureLimit=2)
+    at = START + timedelta(minutes=11)
+    counted = decide(path, at, "fail", ["slow"])
+    held = decide(path, at, "insufficient-data", ["too few"])
+    advanced = decide(path, START + timedelta(minutes=15), "pass")
+    footer = "Written by `python -m infra rollout` (docs/rollouts.md): "
+    bodies = {
+        name: rollout.markdown(rollout_decisions.RolloutReport("test", at, False, [decided])).splitlines()[-1]
+        for name, decided in (("counted", counted), ("held", held), ("advanced", advanced))
+    }
+    assert bodies == {
+        "counted": footer
+        + "this commit moves no traffic; it records the rollout's status (a failing verdict counted, a pause).",
+        "held": footer + "nothing was written; the stack file is unchanged.",
+        "advanced": footer + "revert this commit to undo the step.",
+    }

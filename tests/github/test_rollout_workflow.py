@@ -278,7 +278,7 @@ def test_a_started_rollout_is_pushed_as_one_commit_on_main_with_its_pull_request
     pushed = yaml.safe_load(made.log("show", f"rollout/{STACK}:{STACK_FILE}"))
     assert pushed == yaml.safe_load((first.checkout / STACK_FILE).read_text())
     weights = {v["name"]: v.get("weight") for v in pushed["config"]["inference-platform:models"][0]["versions"]}
-    assert weights == {"v1": 95, "v2": 5, "v3": None}
+    assert weights == {"v1": 75, "v2": 25, "v3": None}  # v2 had 10 %: the first step at or above it
     assert first.gh_calls() == [
         f"pr list --repo {REPO} --head rollout/{STACK} --base main --state open "
         "--json number,labels,autoMergeRequest --jq "
@@ -397,15 +397,36 @@ MINUTES = 30
 
 def failing_candidate(start: int) -> str:
     """iris's series, as Istio's sidecars report them: v1 answers 9 requests a second, all well; v2,
-    the candidate, 1 a second, a fifth of them 503."""
+    the candidate, 1 a second, a fifth of them 503. And wine's, whose candidate does as well as its
+    primary: both answer every request."""
     times = [start + step * STEP for step in range(MINUTES * 60 // STEP + 1)]
     requests, durations = [REQUESTS_TYPE], [DURATIONS_TYPE]
-    for version, rate, failing in (("v1", 9.0, 0.0), ("v2", 1.0, 0.2)):
+    for model, version, rate, failing in (
+        ("iris", "v1", 9.0, 0.0),
+        ("iris", "v2", 1.0, 0.2),
+        ("wine", "v1", 9.0, 0.0),
+        ("wine", "v2", 1.0, 0.0),
+    ):
         added = [(rate * STEP * (1 - failing), rate * STEP * failing)] * len(times)
-        answered, timed = request_samples("iris", version, times, added)
+        answered, timed = request_samples(model, version, times, added)
         requests += answered
         durations += timed
     return "\n".join([*requests, *durations, "# EOF"]) + "\n"
+
+
+def with_wine(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with a second model in rollout beside iris: wine (v1 100, v2 0) rolling out v2."""
+    wine = {
+        "name": "wine",
+        "runtime": "mlserver",
+        "versions": [
+            {"name": "v1", "modelUri": "pvc://models/wine/v1", "weight": 100},
+            {"name": "v2", "modelUri": "pvc://models/wine/v2", "weight": 0},
+        ],
+        "rollout": ROLLOUT,
+    }
+    config["inference-platform:models"].append(wine)
+    return config
 
 
 @pytest.fixture(scope="module")
@@ -417,11 +438,16 @@ def failing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningP
         yield running, start
 
 
-def rolled_back(tmp_path: Path, failing: tuple[RunningPrometheus, int], auto_merge: bool) -> tuple[Origin, Runner]:
+def rolled_back(
+    tmp_path: Path, failing: tuple[RunningPrometheus, int], auto_merge: bool, mixed: bool = False
+) -> tuple[Origin, Runner]:
     """main holds iris's rollout started when the series start (as the workflow's first pull request
-    left it, merged); the decide step, now, rolls v2 back (exit 5): its verdict fails."""
+    left it, merged); the decide step, now, rolls v2 back (exit 5): its verdict fails. `mixed`: wine's
+    rollout, started with it, advances in the same run (its verdict passes)."""
     running, start = failing
     config = in_rollout() | {"inference-platform:rollouts": {"autoMergeRollbacks": auto_merge}}
+    if mixed:
+        config = with_wine(config)
     made = origin(tmp_path, config)
     at = datetime.fromtimestamp(start, UTC).isoformat()
     given = ["--config", str(made.upstream / STACK_FILE), "--prometheus", closed_port(), "--at", at]
@@ -443,7 +469,7 @@ def test_a_rollback_is_labelled_and_merged_without_review_only_where_the_stack_a
     made, run = rolled_back(tmp_path, failing, auto_merge)
     report = json.loads((run.temp / "report.json").read_text())
     (iris,) = report["models"]
-    assert (iris["decision"], report["autoMergeRollbacks"]) == ("rollback", auto_merge)
+    assert (iris["decision"], report["autoMergeRollbacks"], report["autoMerge"]) == ("rollback", auto_merge, auto_merge)
 
     run.push(made.remote, str(ExitCode.CANDIDATE_FAILED), [])
 
@@ -464,3 +490,37 @@ def test_a_rollback_is_labelled_and_merged_without_review_only_where_the_stack_a
     body = (run.temp / "body.md").read_text()
     assert "rollback" in body
     assert calls[2:] == [*body.splitlines(), *labelled, *merged]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("auto_merge", [False, True], ids=["a person merges", "autoMergeRollbacks"])
+def test_a_run_that_rolls_one_model_back_and_advances_another_is_reviewed(
+    tmp_path: Path, failing: tuple[RunningPrometheus, int], auto_merge: bool
+) -> None:
+    """iris rolls back and wine advances in the same run (exit 5): the report's autoMerge is false
+    whatever the stack sets, so the push step labels the rollback but turns no auto-merge on; the
+    open pull request an earlier rollback-only run set to merge loses its auto-merge, though the
+    exit code is the rollback's."""
+    made, run = rolled_back(tmp_path, failing, auto_merge, mixed=True)
+    report = json.loads((run.temp / "report.json").read_text())
+    decided = {m["model"]: m["decision"] for m in report["models"]}
+    assert decided == {"iris": "rollback", "wine": "advance"}
+    assert (report["autoMergeRollbacks"], report["autoMerge"]) == (auto_merge, False)
+    body = (run.temp / "body.md").read_text()
+    if auto_merge:
+        assert "`autoMergeRollbacks` is set, but this run also moves wine (advance): a person reviews it." in body
+
+    earlier = {"number": 17, "labels": [], "autoMergeRequest": {"mergeMethod": "SQUASH"}}
+    run.push(made.remote, str(ExitCode.CANDIDATE_FAILED), [earlier])
+
+    _, message, _ = rollout_branch(made)
+    assert message.splitlines()[0] == f"rollout({STACK}): iris rollback, wine advance"
+    calls = run.gh_calls()
+    assert calls[1] == f"pr edit 17 --repo {REPO} --title Rollout: {STACK} --body-file {run.temp}/body.md"
+    assert calls[2 + len(body.splitlines()) :] == [
+        f"label create rollback --repo {REPO} --color B60205 --force "
+        "--description infra rollout rolled a candidate back",
+        f"pr edit 17 --repo {REPO} --add-label rollback",
+        f"pr merge 17 --repo {REPO} --disable-auto",
+    ]
+    assert not any(call.endswith("--auto --squash") for call in calls)

@@ -3,27 +3,26 @@
 Each candidate is compared with its model's primary over the model's window (or `--window`),
 ending at `--at`, with the very queries the alerting rules use (analysis/comparison.py), and the
 model's own thresholds (`analysis` in the stack config). The queries are analysis/fleet.py's, sent
-by analysis/prometheus_client.py; the verdicts and the report are analysis/verdicts.py's. Here: the
-models to judge and their windows, the exit code of a report, and its three output formats.
+by analysis/prometheus_client.py; the verdicts and the report are analysis/verdicts.py's, each model
+judged by analysis/judging.py. Here: the models to judge and their windows, the exit code of a
+report, and its three output formats.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from rich.markup import escape
 from rich.table import Table
 
 from inference_platform.analysis import comparison
-from inference_platform.analysis.comparison import Comparison
-from inference_platform.analysis.fleet import fleet_agreements, fleet_stats
-from inference_platform.analysis.prometheus_client import Prometheus, Series
-from inference_platform.analysis.verdicts import Agreement, ModelReport, Report, Stats, judge_candidate
+from inference_platform.analysis.judging import judge_models
+from inference_platform.analysis.prometheus_client import Prometheus
+from inference_platform.analysis.verdicts import Agreement, ModelReport, Report, Stats
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.serving.analysis_spec import AnalysisSpec
-from inference_platform.serving.model_spec import ModelSpecBase
 from inference_platform.stack.config import StackConfig
 
 
@@ -55,35 +54,6 @@ def analyze(
     if window is None:
         report.window = ",".join(windows) or AnalysisSpec().window
     return report
-
-
-def judge_models(
-    prometheus: Prometheus, judged: Sequence[tuple[ModelSpecBase, Comparison]], window: str | None = None
-) -> tuple[list[ModelReport], list[str]]:
-    """Each compared model's candidates judged against its primary over its window (or `window`),
-    the figures asked of Prometheus a window at a time; the reports, and the windows used."""
-    by_window: dict[str, list[Comparison]] = {}
-    for spec_model, compared in judged:
-        by_window.setdefault(window or spec_model.analysis.window, []).append(compared)
-    stats: dict[Series, Stats] = {}
-    agreements: dict[Series, Agreement] = {}
-    for used, fleet in sorted(by_window.items()):
-        stats |= fleet_stats(prometheus, fleet, used)
-        agreements |= fleet_agreements(prometheus, fleet, used)
-    reports = []
-    for spec_model, compared in judged:
-        spec = spec_model.analysis
-        primary = stats[compared.namespace, compared.model, compared.primary]
-        candidates = []
-        for version, role in compared.candidates:
-            series = (compared.namespace, compared.model, version)
-            found = agreements.get(series)
-            judged_one = judge_candidate(
-                compared, version, role, stats=stats[series], primary=primary, spec=spec, found=found
-            )
-            candidates.append(judged_one)
-        reports.append(ModelReport(spec_model.name, compared.primary, primary, candidates))
-    return reports, sorted(by_window)
 
 
 def nothing_to_compare(config: StackConfig, name: str) -> str | None:

@@ -19,7 +19,6 @@ from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.names import (
     CHARTS_DIR_ENV,
     MANIFESTS_DIR_ENV,
-    NO_CHARTS_ENV,
     PROGRAM_DIRECTORIES,
     PROGRAM_FILES,
 )
@@ -45,10 +44,11 @@ def _console(piped_width: int) -> Console:
     return console(piped_width)
 
 
-def _render(args: argparse.Namespace) -> ExitCode:  # noqa: PLR0915 (a dozen of its statements are imports)
+def _render(args: argparse.Namespace) -> ExitCode:
     import pulumi
     from pydantic import ValidationError
 
+    from inference_platform.cli.chart_expansion import Expansion, expand_render
     from inference_platform.cli.charts import ChartsUnavailableError
     from inference_platform.cli.project import ProgramNotFoundError, project_name
     from inference_platform.cli.registered import registered_capacity
@@ -87,22 +87,13 @@ def _render(args: argparse.Namespace) -> ExitCode:  # noqa: PLR0915 (a dozen of 
     except pulumi.RunError as error:
         print(f"the program failed: {error}", file=sys.stderr)
         return ExitCode.PROGRAM_ERROR
-    charts_dir = args.charts_dir or os.environ.get(CHARTS_DIR_ENV) or None
-    manifests_dir = args.manifests_dir or os.environ.get(MANIFESTS_DIR_ENV) or None
-    chart_objects: dict[str, list[dict[str, object]]] = {}
-    why_not = None
-    if args.no_charts or (os.environ.get(NO_CHARTS_ENV) and not args.charts_dir):
-        why_not = "skipped (--no-charts)" if args.no_charts else f"skipped (${NO_CHARTS_ENV} is set)"
-    else:
-        kubernetes_version = config.platform.kubernetes_version if config is not None else None
-        try:
-            chart_objects = _expand_charts(result, kubernetes_version, charts_dir)
-            chart_objects |= _expand_manifests(result, manifests_dir)
-        except ChartsUnavailableError as error:
-            if charts_dir is not None or manifests_dir is not None:
-                print(f"charts: {error}", file=sys.stderr)
-                return ExitCode.CONFIG_ERROR
-            why_not = f"not expanded: {error}"
+    expansion = Expansion.of(args.charts_dir, args.manifests_dir, args.no_charts)
+    kubernetes_version = config.platform.kubernetes_version if config is not None else None
+    try:
+        chart_objects, why_not = expand_render(result, kubernetes_version, expansion)
+    except ChartsUnavailableError as error:
+        print(f"charts: {error}", file=sys.stderr)
+        return ExitCode.CONFIG_ERROR
     write_render(render_texts(result, chart_objects), out_dir)
     _print_summary(result, chart_objects, args.stack, out_dir, args.verbose)
     # The plan of what the program registered (its InferenceServices), whatever composed them; a
@@ -256,42 +247,6 @@ def _capacity(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
-def _expand_charts(
-    result: RenderResult, kubernetes_version: str | None, charts_dir: str | None
-) -> dict[str, list[dict[str, object]]]:
-    """Each registered chart's objects; from `charts_dir` only when given, else from the cache
-    (pulled from the pinned repositories when missing)."""
-    from inference_platform.cli.charts import (
-        DEFAULT_KUBERNETES_VERSION,
-        ChartRelease,
-        ChartSource,
-        default_cache,
-        expand,
-    )
-    from inference_platform.cli.render_files import chart_documents, is_chart
-
-    releases = [ChartRelease.from_document(d) for d in chart_documents(result) if is_chart(d)]
-    if not releases:
-        return {}
-    source = ChartSource(Path(charts_dir), pull=False) if charts_dir else ChartSource(default_cache(), pull=True)
-    transforms = {chart.inputs.get("name", chart.name): chart.transforms for chart in result.charts}
-    return expand(releases, source, kubernetes_version or DEFAULT_KUBERNETES_VERSION, transforms)
-
-
-def _expand_manifests(result: RenderResult, manifests_dir: str | None) -> dict[str, list[dict[str, object]]]:
-    """Each registered manifest file's objects; from `manifests_dir` only when given, else from the
-    cache (fetched from the pinned URLs when missing)."""
-    from inference_platform.cli.charts import ManifestSource, default_manifest_cache, expand_manifests
-
-    if not result.config_files:
-        return {}
-    if manifests_dir:
-        source = ManifestSource(Path(manifests_dir), fetch=False)
-    else:
-        source = ManifestSource(default_manifest_cache(), fetch=True)
-    return dict(expand_manifests(result.config_files, source))
-
-
 # Above this many components of one type (models), the summary shows the type, not each one.
 LISTED_COMPONENTS = 20
 
@@ -391,6 +346,8 @@ def _diff(args: argparse.Namespace) -> ExitCode:
 def _promote(args: argparse.Namespace) -> ExitCode:
     import pulumi
 
+    from inference_platform.cli.chart_expansion import Expansion
+    from inference_platform.cli.charts import ChartsUnavailableError
     from inference_platform.cli.project import ProgramNotFoundError
     from inference_platform.cli.promote import Promotion, PromotionError, parse_assignments, promote
     from inference_platform.config.errors import ConfigError
@@ -404,19 +361,23 @@ def _promote(args: argparse.Namespace) -> ExitCode:
             model_uri=args.model_uri,
             retire=tuple(filter(None, (args.retire or "").split(","))),
         )
-        promote(args.stack, Path(args.config or f"Pulumi.{args.stack}.yaml"), promotion, sys.stdout)
+        expansion = Expansion.of(args.charts_dir, args.manifests_dir, args.no_charts)
+        path = Path(args.config or f"Pulumi.{args.stack}.yaml")
+        warning = promote(args.stack, path, promotion, sys.stdout, expansion)
     except PromotionError as error:
         print(f"promote: {error}; nothing was written", file=sys.stderr)
         return ExitCode.CONFIG_ERROR
     except ConfigError as error:
         print(error.report(), file=sys.stderr)
         return ExitCode.CONFIG_ERROR
-    except ProgramNotFoundError as error:
+    except (ProgramNotFoundError, ChartsUnavailableError) as error:
         print(f"promote: {error}; nothing was written", file=sys.stderr)
         return ExitCode.CONFIG_ERROR
     except pulumi.RunError as error:
         print(f"promote: the program failed: {error}; nothing was written", file=sys.stderr)
         return ExitCode.PROGRAM_ERROR
+    if warning is not None:
+        print(f"promote: warning: {warning}", file=sys.stderr)
     return ExitCode.OK
 
 
@@ -456,6 +417,7 @@ def _analyze(args: argparse.Namespace) -> ExitCode:
 
 def _rollout(args: argparse.Namespace) -> ExitCode:
     from inference_platform.analysis.prometheus_client import PrometheusError
+    from inference_platform.analysis.rollout_decisions import RolloutReport
     from inference_platform.cli import rollout
     from inference_platform.cli.analyze import parse_time
     from inference_platform.cli.environment import environment_of
@@ -476,7 +438,7 @@ def _rollout(args: argparse.Namespace) -> ExitCode:
         environment = environment_of(args.stack, path)
         models = rollout.in_rollout(config, rollout.own_models(read_stack_file(path)))
         chosen = rollout.decisions(config, models, at, args.prometheus)
-        report = rollout.RolloutReport(args.stack, at, config.rollouts.auto_merge_rollbacks, chosen)
+        report = RolloutReport(args.stack, at, config.rollouts.auto_merge_rollbacks, chosen)
         rollout.write(path, environment, report)
     except PrometheusError as error:
         print(f"rollout: {error}; nothing was written", file=sys.stderr)
@@ -682,6 +644,24 @@ def _add_rollout(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     rollout.set_defaults(handler=_rollout)
 
 
+def _chart_options(command: argparse.ArgumentParser) -> None:
+    """How a command's renders expand their charts and manifest files (render, promote: one place)."""
+    charts = command.add_mutually_exclusive_group()
+    charts.add_argument(
+        "--charts-dir",
+        metavar="DIR",
+        help=f"expand charts from the pinned tarballs <chart>-<version>.tgz in DIR (or ${CHARTS_DIR_ENV}); "
+        "a missing chart or Helm is then an error",
+    )
+    charts.add_argument("--no-charts", action="store_true", help="do not expand the charts with Helm")
+    command.add_argument(
+        "--manifests-dir",
+        metavar="DIR",
+        help=f"expand pinned manifest files (the Gateway API's CRDs) from copies in DIR (or ${MANIFESTS_DIR_ENV}), "
+        "named as src/inference_platform/pins.py says; a missing one is then an error",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="python -m infra",
@@ -696,20 +676,7 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
     render.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
     render.add_argument("--out", help="output directory (default build/<stack>)")
-    charts = render.add_mutually_exclusive_group()
-    charts.add_argument(
-        "--charts-dir",
-        metavar="DIR",
-        help=f"expand charts from the pinned tarballs <chart>-<version>.tgz in DIR (or ${CHARTS_DIR_ENV}); "
-        "a missing chart or Helm is then an error",
-    )
-    charts.add_argument("--no-charts", action="store_true", help="do not expand the charts with Helm")
-    render.add_argument(
-        "--manifests-dir",
-        metavar="DIR",
-        help=f"expand pinned manifest files (the Gateway API's CRDs) from copies in DIR (or ${MANIFESTS_DIR_ENV}), "
-        "named as src/inference_platform/pins.py says; a missing one is then an error",
-    )
+    _chart_options(render)
     render.add_argument(
         "--verbose", action="store_true", help=f"list every component and model, even above {LISTED_COMPONENTS}"
     )
@@ -756,6 +723,7 @@ def parser() -> argparse.ArgumentParser:
     promote.add_argument("--add-version", metavar="V", help="a new version, idle until given a weight or mirror")
     promote.add_argument("--model-uri", metavar="URI", help="the new version's files (with --add-version)")
     promote.add_argument("--retire", metavar="V,...", help="versions to remove")
+    _chart_options(promote)
     promote.set_defaults(handler=_promote)
 
     analysis = commands.add_parser(

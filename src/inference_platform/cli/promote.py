@@ -22,6 +22,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
+from inference_platform.analysis.rollout_decisions import promotion_warning
+from inference_platform.cli.chart_expansion import ChartObjects, Expansion, expand_render
 from inference_platform.cli.diff import diff_renders, markdown_report
 from inference_platform.cli.environment import (
     Environment,
@@ -31,9 +33,10 @@ from inference_platform.cli.environment import (
     read_environment,
 )
 from inference_platform.cli.positions import PositionIndex, in_file, parser_stop
-from inference_platform.cli.render import run_program
+from inference_platform.cli.render import RenderResult, run_program
 from inference_platform.cli.render_files import render_texts, write_render
 from inference_platform.cli.stack_file import (
+    StackFile,
     read_stack_file,
     read_stack_text,
     refuse_repeated_keys,
@@ -250,8 +253,21 @@ def check_edit(environment: Environment | None, path: Path, original: str, edite
     _check_comments(original, edited, path)
 
 
-def _render(stack: str, path: Path, out: Path) -> None:
-    write_render(render_texts(run_program(stack, read_stack_file(path))), out)
+def _render(stack: str, path: Path, out: Path, expansion: Expansion | None) -> str | None:
+    """The stack file at `path` rendered into `out`, its charts expanded as `expansion` says (None:
+    not at all); why they were not, where they were asked for."""
+    stack_file = read_stack_file(path)
+    return _write(run_program(stack, stack_file), stack_file, out, expansion)
+
+
+def _write(result: RenderResult, stack_file: StackFile, out: Path, expansion: Expansion | None) -> str | None:
+    chart_objects: ChartObjects = {}
+    why_not = None
+    if expansion is not None:
+        config = parse_stack_config(project_values(stack_file.config))
+        chart_objects, why_not = expand_render(result, config.platform.kubernetes_version, expansion)
+    write_render(render_texts(result, chart_objects), out)
+    return why_not
 
 
 def _validate_environment(environment: Environment, path: Path, edited: str, copy: Path) -> None:
@@ -272,17 +288,32 @@ def _validate_environment(environment: Environment, path: Path, edited: str, cop
         ) from None
 
 
-def _render_shard(environment: Environment, stack: str, out: Path) -> None:
+def _render_shard(environment: Environment, stack: str, out: Path, expansion: Expansion | None) -> str | None:
     """A shard rendered on its platform stack's outputs, both from the environment's files."""
     outputs = platform_render_outputs(environment)
-    result = run_program(stack, read_stack_file(environment.path(stack)), stack_outputs={environment.platform: outputs})
-    write_render(render_texts(result), out)
+    stack_file = read_stack_file(environment.path(stack))
+    result = run_program(stack, stack_file, stack_outputs={environment.platform: outputs})
+    return _write(result, stack_file, out, expansion)
 
 
-def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
-    """Edit, validate, show the render diff, then write. Raises PromotionError or ConfigError. In
-    an environment of several stacks (`stack` its platform stack or any shard) the file edited is
-    the shard's that holds the model, and the whole environment is validated with it."""
+def rollout_warning(edited: str, path: Path, model: str) -> str | None:
+    """What the move (`edited`, the stack file's text as it leaves it, validated) does to the model's
+    running rollout (analysis/rollout_decisions.py); None where it has none running."""
+    _, document = round_trip(edited, path)
+    config = parse_stack_config(project_values(stack_file_from_document(document, path).config))
+    return promotion_warning(next(m for m in config.models if m.name == model))
+
+
+def promote(
+    stack: str, path: Path, promotion: Promotion, out: TextIO, expansion: Expansion | None = None
+) -> str | None:
+    """Edit, validate, show the render diff, then write. Raises PromotionError or ConfigError (or
+    ChartsUnavailableError, where `expansion` names a directory that cannot serve a chart). In an
+    environment of several stacks (`stack` its platform stack or any shard) the file edited is the
+    shard's that holds the model, and the whole environment is validated with it. The renders
+    compared expand their charts as `expansion` says (`infra render`'s options; None: not at all),
+    so the diff has `infra diff`'s chart objects section. Returns a warning where the model's
+    rollout is running (the move pauses it, or its next step undoes it)."""
     if promotion.empty:
         raise PromotionError("nothing to do: give --weights, --mirror, --add-version or --retire")
     try:
@@ -305,12 +336,16 @@ def promote(stack: str, path: Path, promotion: Promotion, out: TextIO) -> None:
         if environment is None:
             proposed = root / path.name
             proposed.write_text(edited, encoding="utf-8")
-            _render(stack, path, root / "before")
-            _render(stack, proposed, root / "after")
+            why_not = _render(stack, path, root / "before", expansion)
+            _render(stack, proposed, root / "after", expansion)
         else:
-            _render_shard(environment, stack, root / "before")
-            _render_shard(replace(environment, directory=root / "proposed"), stack, root / "after")
+            why_not = _render_shard(environment, stack, root / "before", expansion)
+            _render_shard(replace(environment, directory=root / "proposed"), stack, root / "after", expansion)
         out.write(markdown_report(diff_renders(root / "before", root / "after")))
+        if why_not is not None and why_not.startswith("not expanded"):
+            out.write(f"\nChart objects {why_not}\n")
+    warning = rollout_warning(edited, path, promotion.model)
     staged = path.with_name(f".{path.name}.promote")
     staged.write_text(edited, encoding="utf-8")
     os.replace(staged, path)
+    return warning

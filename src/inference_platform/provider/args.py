@@ -816,7 +816,7 @@ class RolloutSettings(TypedDict):
     """How the stack's rollouts reach the cluster (the rollout workflow, docs/rollouts.md)."""
 
     auto_merge_rollbacks: NotRequired[bool]
-    """The rollout workflow merges a rollback's pull request without waiting for a review (the environment's branch protection still applies); false: a person merges it. Default: false."""
+    """The rollout workflow merges a pull request whose only traffic moves are rollbacks without waiting for a review (the environment's branch protection still applies); one that also advances, starts or resumes a model is reviewed. false: a person merges every one. Default: false."""
 
 
 class GraphStep(TypedDict):

@@ -321,7 +321,8 @@ class ModelSpecBase(ConfigModel):
         live = [v for v in self.versions if v.is_live]
         if live and self.rollout is not None:
             names = [v.name for v in self.versions]
-            problems += self.rollout.problems(names, self.primary.name, self.analysis.window)
+            live_weight = self.live_weights.get(self.rollout.candidate) or 0
+            problems += self.rollout.problems(names, self.primary.name, self.analysis.window, live_weight)
         if not live:
             problems.append(("versions", "no live version: give at least one version a weight"))
         else:

@@ -4,7 +4,8 @@ the candidate allows it (cli/rollout.py; docs/rollouts.md).
 
 What a person writes is the plan (`candidate`, `steps`, `interval`, ...). Where the rollout stands is
 `rollout.status`, written only by the command: the stack file is the rollout's whole state, so every
-step is a reviewed commit and a revert of one undoes it.
+step is a commit (reviewed, but for one that only rolls back under autoMergeRollbacks) and a revert
+of one undoes it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ def parse_timestamp(value: str) -> datetime:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
     except ValueError as error:
         raise ValueError(f"{value!r} is not a time: {error}") from None
+
+
+def first_step(steps: list[int], live: int) -> int | None:
+    """Where a rollout starts (1 for steps[0]): the first step at or above the candidate's live
+    weight, so that starting never cuts its traffic; None where its weight is above every step."""
+    return next((index for index, weight in enumerate(steps, start=1) if weight >= live), None)
 
 
 def format_timestamp(value: datetime) -> str:
@@ -176,9 +183,10 @@ class RolloutSpec(ConfigModel):
     def shadow_duration(self) -> str:
         return (self.shadow_first.duration if self.shadow_first else None) or self.interval
 
-    def problems(self, versions: list[str], primary: str, window: str) -> list[tuple[str, str]]:
+    def problems(self, versions: list[str], primary: str, window: str, live: int = 0) -> list[tuple[str, str]]:
         """What the model's own settings make wrong (paths relative to the model): `versions` its
-        versions' names, `primary` the version with the most live weight, `window` analysis.window."""
+        versions' names, `primary` the version with the most live weight, `window` analysis.window,
+        `live` the candidate's live weight."""
         problems: list[tuple[str, str]] = []
         status = self.status
         finished = status is not None and status.finished
@@ -192,6 +200,16 @@ class RolloutSpec(ConfigModel):
         if self.candidate == started_from and not finished:
             problems.append(
                 ("rollout.candidate", f"{self.candidate!r} is the model's primary: roll out another version")
+            )
+        if status is None and self.candidate != primary and first_step(self.steps, live) is None:
+            steps = ", ".join(map(str, self.steps))
+            problems.append(
+                (
+                    "rollout.steps",
+                    f"{self.candidate} has weight {live} already, above every step ({steps}): a rollout never cuts "
+                    f"its candidate's traffic; add a step of at least {live}, or move the traffic with "
+                    "`python -m infra promote`",
+                )
             )
         window_ns = duration_nanoseconds(window)
         if duration_nanoseconds(self.interval) < window_ns:
@@ -241,6 +259,7 @@ class RolloutSettings(ConfigModel):
 
     auto_merge_rollbacks: bool = Field(
         default=False,
-        description="The rollout workflow merges a rollback's pull request without waiting for a review "
-        "(the environment's branch protection still applies); false: a person merges it.",
+        description="The rollout workflow merges a pull request whose only traffic moves are rollbacks without "
+        "waiting for a review (the environment's branch protection still applies); one that also advances, starts "
+        "or resumes a model is reviewed. false: a person merges every one.",
     )
