@@ -257,6 +257,33 @@ def test_a_platform_stack_holds_no_models(tmp_path: Path, capsys: Any) -> None:
     assert "models: a platform stack holds no models" in line
 
 
+def test_a_shard_listed_twice_is_refused_by_the_render_as_by_stacks(tmp_path: Path, capsys: Any) -> None:
+    """One check (fleet.repeated_shard), at the repeat's line: the render, `infra stacks` and the
+    program under `pulumi up` (fleet.environment) refuse `shards: [env-a, env-b, env-a]` alike."""
+
+    def twice(values: dict[str, Any]) -> dict[str, Any]:
+        return values | {f"{PREFIX}{fleet.SHARDS_KEY}": ["env-a", "env-b", "env-a"]}
+
+    paths = write(tmp_path / "stacks", fleet_files(env=twice))
+    (line,) = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
+    assert line == f"{paths[PLATFORM]}:6:5: shards[2]: lists 'env-a' twice"
+    (tmp_path / "stacks" / "Pulumi.yaml").write_text("name: inference-platform\nruntime: python\n", encoding="utf-8")
+    assert main(["stacks", "--root", str(tmp_path / "stacks"), "--all"]) == 2
+    assert [entry.strip() for entry in capsys.readouterr().err.splitlines() if "Pulumi." in entry] == [line]
+
+
+def test_a_shard_listed_twice_is_reported_beside_a_missing_one(tmp_path: Path, capsys: Any) -> None:
+    def twice_and_missing(values: dict[str, Any]) -> dict[str, Any]:
+        return values | {f"{PREFIX}{fleet.SHARDS_KEY}": ["env-a", "env-b", "env-a", "env-z"]}
+
+    paths = write(tmp_path / "stacks", fleet_files(env=twice_and_missing))
+    found = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
+    assert found == [
+        f"{paths[PLATFORM]}:6:5: shards[2]: lists 'env-a' twice",
+        f"{paths[PLATFORM]}:7:5: shards[3]: the shard 'env-z' has no stack file beside this one (Pulumi.env-z.yaml)",
+    ]
+
+
 def values_in(node: Any) -> int:
     """The values a document holds, as config/limits.py counts them (itself and all below it)."""
     children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
