@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from inference_platform.analysis.prometheus_client import TOKEN_ENV
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.names import (
+    ALLOW_STALE_PLATFORM,
     CHARTS_DIR_ENV,
     MANIFESTS_DIR_ENV,
     NO_CHARTS_ENV,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from inference_platform.analysis.capacity import Plan
+    from inference_platform.cli import platform_record
     from inference_platform.cli.render import RenderResult
     from inference_platform.cli.stack_file import StackFile
     from inference_platform.stack import fleet
@@ -60,15 +62,15 @@ def _render(args: argparse.Namespace) -> ExitCode:  # noqa: PLR0915 (a dozen of 
     from inference_platform.stack.config import UNIONS
 
     config_path = Path(args.config or f"Pulumi.{args.stack}.yaml")
-    out_dir = Path(args.out or f"build/{args.stack}")
     config: StackConfig | None = None
     stack_outputs: dict[str, dict[str, Any]] = {}
+    records: dict[str, str] = {}
     kind: fleet.StackKind = "single"
     try:
         project = project_name() or PROJECT
         if project == PROJECT:
             stack_file: StackFile | None
-            kind, stack_file, config = _stack_of_kind(args, config_path, out_dir, stack_outputs)
+            kind, stack_file, config = _stack_of_kind(args, config_path, stack_outputs, records)
         else:
             # Another project's program composing the library: its stack file, when it has one, is
             # its own config (under its own namespace), not this program's; none is needed.
@@ -87,6 +89,7 @@ def _render(args: argparse.Namespace) -> ExitCode:  # noqa: PLR0915 (a dozen of 
     except pulumi.RunError as error:
         print(f"the program failed: {error}", file=sys.stderr)
         return ExitCode.PROGRAM_ERROR
+    out_dir = render_directory(args, kind)
     charts_dir = args.charts_dir or os.environ.get(CHARTS_DIR_ENV) or None
     manifests_dir = args.manifests_dir or os.environ.get(MANIFESTS_DIR_ENV) or None
     chart_objects: dict[str, list[dict[str, object]]] = {}
@@ -103,7 +106,7 @@ def _render(args: argparse.Namespace) -> ExitCode:  # noqa: PLR0915 (a dozen of 
                 print(f"charts: {error}", file=sys.stderr)
                 return ExitCode.CONFIG_ERROR
             why_not = f"not expanded: {error}"
-    write_render(render_texts(result, chart_objects), out_dir)
+    write_render(render_texts(result, chart_objects) | records, out_dir)
     _print_summary(result, chart_objects, args.stack, out_dir, args.verbose)
     # The plan of what the program registered (its InferenceServices), whatever composed them; a
     # platform stack's is its whole environment's, whose models its shards register.
@@ -116,13 +119,28 @@ def _render(args: argparse.Namespace) -> ExitCode:  # noqa: PLR0915 (a dozen of 
     return ExitCode.OK
 
 
+def render_directory(args: argparse.Namespace, kind: fleet.StackKind) -> Path:
+    """Where a stack's render goes: --out, by default build/<stack>; for a platform stack rendered
+    with --shards, --out is the environment's directory, each stack's render inside it (<out>/<stack>)."""
+    stack: str = args.stack
+    if args.out is None:
+        return Path("build") / stack
+    return Path(args.out) / stack if kind == "platform" and args.shards else Path(args.out)
+
+
 def _stack_of_kind(
-    args: argparse.Namespace, config_path: Path, out_dir: Path, stack_outputs: dict[str, dict[str, Any]]
+    args: argparse.Namespace,
+    config_path: Path,
+    stack_outputs: dict[str, dict[str, Any]],
+    records: dict[str, str],
 ) -> tuple[fleet.StackKind, StackFile, StackConfig]:
     """The stack's kind, file and validated config: a whole environment's for a platform stack (its
     shards' files beside it), a shard's on its platform stack's render (whose outputs it adds to
-    `stack_outputs`, for its StackReference)."""
+    `stack_outputs`, for its StackReference). A platform stack's and a shard's render hold a record
+    of the stack files they rendered from (cli/platform_record.py): its file and text, in `records`."""
     from inference_platform.cli.environment import read_environment, read_shard
+    from inference_platform.cli.platform_record import PLATFORM_RENDER, STACK_FILES, record_of
+    from inference_platform.cli.render_files import dump_documents
     from inference_platform.cli.stack_file import read_stack_config, read_stack_file
     from inference_platform.stack import fleet
     from inference_platform.stack.config import project_values
@@ -131,22 +149,28 @@ def _stack_of_kind(
     kind = fleet.stack_kind(values)
     if kind == "platform":
         stack_file, config, _ = read_environment(config_path, args.stack)
+        records[STACK_FILES] = dump_documents([record_of(args.stack, config_path).as_json()])
         return kind, stack_file, config
     if kind == "shard":
-        platform, outputs = _platform_outputs(args, config_path, values, out_dir)
+        platform, outputs, record = _platform_outputs(args, config_path, values, render_directory(args, kind))
         stack_outputs[platform] = outputs
-        return kind, *read_shard(config_path, args.stack, outputs)
+        read = read_shard(config_path, args.stack, outputs)
+        if record is not None:
+            records[PLATFORM_RENDER] = dump_documents([record.as_json()])
+        return kind, *read
     return kind, *read_stack_config(config_path)
 
 
 def _platform_outputs(
     args: argparse.Namespace, config_path: Path, values: Mapping[str, Any], out_dir: Path
-) -> tuple[str, dict[str, Any]]:
-    """A shard's platform stack's name and outputs (the shard's project keys: `values`), from that
-    stack's render (`--platform-render`, by default the render directory's sibling named after the
-    platform stack); where the sibling holds none, from the platform stack's file beside the
-    shard's, rendered in this process."""
+) -> tuple[str, dict[str, Any], platform_record.Record | None]:
+    """A shard's platform stack's name and outputs (the shard's project keys: `values`), and the
+    record of the stack files they were rendered from: from that stack's render
+    (`--platform-render`, by default the render directory's sibling named after the platform
+    stack), refused where its stack files changed since; where the sibling holds none, from the
+    platform stack's file beside the shard's, rendered in this process."""
     from inference_platform.cli.environment import environment_of, platform_render_outputs
+    from inference_platform.cli.platform_record import record_of
     from inference_platform.cli.render_files import OUTPUTS, read_outputs
     from inference_platform.config.errors import ConfigError, Problem
     from inference_platform.stack import fleet
@@ -154,8 +178,10 @@ def _platform_outputs(
 
     platform = fleet.platform_stack_name(str(decode_value(values.get(fleet.PLATFORM_STACK_KEY))))
     directory = Path(args.platform_render) if args.platform_render else out_dir.parent / platform
+    platform_path = config_path.parent / f"Pulumi.{platform}.yaml"
     if (directory / OUTPUTS).is_file():
-        return platform, read_outputs(directory)
+        outputs = read_outputs(directory)
+        return platform, outputs, _current_record(args, directory, outputs, record_of(platform, platform_path))
     if args.platform_render:
         message = (
             f"{config_path}: --platform-render {directory} holds no render of {platform} "
@@ -169,7 +195,36 @@ def _platform_outputs(
         "rendered here (no charts)",
         file=sys.stderr,
     )
-    return platform, platform_render_outputs(environment)
+    outputs = platform_render_outputs(environment)
+    return platform, outputs, record_of(platform, platform_path)
+
+
+def _current_record(
+    args: argparse.Namespace, render: Path, outputs: Mapping[str, Any], current: platform_record.Record
+) -> platform_record.Record | None:
+    """The record of the stack files the platform render at `render` read, refused (ConfigError)
+    where they changed since (`current`: what they are now), or with --allow-stale-platform
+    warned of (None where it holds no record). A render of no platform stack, or of another one
+    than the shard's, is left to the shard's reading of its outputs to refuse (fleet.read_facts).
+    `current` was read beside the shard's file, where the problems name the files that changed."""
+    from inference_platform.cli.platform_record import STACK_FILES, Record, stale_problems
+    from inference_platform.cli.render_files import load_documents, read_text
+    from inference_platform.config.errors import ConfigError
+    from inference_platform.stack import fleet
+
+    documents = load_documents(read_text(render / STACK_FILES))
+    recorded = Record.from_json(documents[0]) if documents else None
+    if (recorded is None and fleet.FACTS_OUTPUT not in outputs) or (
+        recorded is not None and recorded.platform != current.platform
+    ):
+        return recorded
+    directory = Path(args.config or f"Pulumi.{args.stack}.yaml").parent
+    problems = stale_problems(recorded, current, args.stack, render, directory)
+    if problems and not args.allow_stale_platform:
+        raise ConfigError(problems)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    return recorded
 
 
 def _render_shards(args: argparse.Namespace, config_path: Path, out_dir: Path, shards: list[str]) -> ExitCode:
@@ -723,7 +778,14 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument(
         "--shards",
         action="store_true",
-        help="for a platform stack: render its shards too, beside it, in parallel (the whole environment)",
+        help="for a platform stack: render its shards too, in parallel (the whole environment); --out is then "
+        "the environment's directory, which holds each stack's render (<out>/<stack>; default build/)",
+    )
+    render.add_argument(
+        ALLOW_STALE_PLATFORM,
+        action="store_true",
+        help="for a shard: render on a platform render whose stack files changed since it was written, with a "
+        "warning, instead of refusing it (docs/fleets.md)",
     )
     render.set_defaults(handler=_render)
 
