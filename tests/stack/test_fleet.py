@@ -524,6 +524,13 @@ def test_a_comment_is_no_change_and_a_shards_own_file_is_its_own(
     assert "warning" not in capsys.readouterr().err
     (line,) = problems(capsys, render("env-b", paths["env-b"], out), out / "env-b")
     assert line == stale(out / PLATFORM, paths["env-a"], "env-b")
+    paths["env-a"].unlink()
+    (line,) = problems(capsys, render("env-b", paths["env-b"], out), out / "env-b")
+    assert line == (
+        f"{paths['env-a']}: is gone since the platform render {out / PLATFORM} read it "
+        f"({out / PLATFORM / platform_record.STACK_FILES} records it): render the platform stack again first "
+        f"(infra render --stack {PLATFORM}), or pass {ALLOW_STALE_PLATFORM} to render env-b on it as it is"
+    )
 
 
 def test_a_platform_render_without_a_record_or_of_another_version_is_refused(

@@ -105,9 +105,16 @@ def stale_problems(
     return [
         Problem(
             "",
-            f"changed since the platform render {render} read it ({render / STACK_FILES} holds another "
-            f"digest of it): {again}",
+            _changed(render, current.digests[stack] is None, again),
             position=str(directory / f"Pulumi.{stack}.yaml"),
         )
         for stack in changed
     ]
+
+
+def _changed(render: Path, gone: bool, again: str) -> str:
+    """A stack file's problem: gone, or changed, since the platform render read it."""
+    since = f"since the platform render {render} read it"
+    if gone:
+        return f"is gone {since} ({render / STACK_FILES} records it): {again}"
+    return f"changed {since} ({render / STACK_FILES} holds another digest of it): {again}"
