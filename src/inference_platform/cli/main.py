@@ -700,9 +700,17 @@ def _add_stacks(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     stacks.set_defaults(handler=_stacks)
 
 
+def _stack_option(command: argparse.ArgumentParser, help_text: str) -> None:
+    """--stack, which the shells' completion completes from the stack files in the working directory."""
+    from inference_platform.cli.completion import STACKS
+
+    option = command.add_argument("--stack", required=True, help=help_text)
+    option.complete = STACKS  # type: ignore[attr-defined]  # shtab reads it
+
+
 def _stack_and_prometheus(command: argparse.ArgumentParser, verb: str) -> None:
     """--stack, --config and --prometheus: a command that `verb`s a stack file and asks its Prometheus."""
-    command.add_argument("--stack", required=True, help=f"stack name ({verb}s Pulumi.<stack>.yaml)")
+    _stack_option(command, f"stack name ({verb}s Pulumi.<stack>.yaml)")
     command.add_argument("--config", help=f"stack file to {verb} instead of Pulumi.<stack>.yaml")
     command.add_argument(
         "--prometheus",
@@ -748,7 +756,7 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="command", required=True)
 
     render = commands.add_parser("render", help="render a stack offline through the Pulumi SDK's mocks")
-    render.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    _stack_option(render, "stack name (reads Pulumi.<stack>.yaml)")
     render.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
     render.add_argument("--out", help="output directory (default build/<stack>)")
     charts = render.add_mutually_exclusive_group()
@@ -810,7 +818,7 @@ def parser() -> argparse.ArgumentParser:
         description="Moves run in this order: --add-version, --weights, --mirror, --retire; the result is "
         "validated before the file is written, comments and secrets untouched.",
     )
-    promote.add_argument("--stack", required=True, help="stack name (edits Pulumi.<stack>.yaml)")
+    _stack_option(promote, "stack name (edits Pulumi.<stack>.yaml)")
     promote.add_argument("--config", help="stack file to edit instead of Pulumi.<stack>.yaml")
     promote.add_argument("--model", required=True, help="the model whose versions move (its name in the stack file)")
     promote.add_argument("--weights", metavar="V=N,...", help="live weights, e.g. v1=50,v2=50 (a shadow goes live)")
@@ -845,7 +853,7 @@ def parser() -> argparse.ArgumentParser:
     capacity = commands.add_parser(
         "capacity", help="the GPUs the stack's models hold at minimum replicas and at peak, from its config alone"
     )
-    capacity.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    _stack_option(capacity, "stack name (reads Pulumi.<stack>.yaml)")
     capacity.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
     capacity.add_argument("--format", choices=["table", "json"], default="table", help="how to print the plan")
     capacity.set_defaults(handler=_capacity)
