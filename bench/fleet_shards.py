@@ -334,7 +334,7 @@ def measure(models: int, shards: int, bench: Bench) -> None:
         flush=True,
     )
 
-    environment = bench.render(PLATFORM, whole / PLATFORM, "--shards", profile=False)
+    environment = bench.render(PLATFORM, whole, "--shards", profile=False)  # each stack's render in whole/<stack>
     identical = all(same_trees(out / stack, whole / stack) for stack in (PLATFORM, *names))
     print(
         f"whole environment (--shards, {cores} processes): {environment.wall:.1f} s "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,29 @@ def test_shared_and_cpu_models_hold_nothing_accountable() -> None:
     assert parse_stack_config(project_values(config)).capacity().notes == (
         "a shares GPUs outside the scheduler (gpu: shared): not counted",
     )
+
+
+def test_capacity_shows_a_cpu_model_on_the_cpu_not_a_gpu(tmp_path: Path, capsys: Any) -> None:
+    """A model that asks for no accelerator (gpu: none) is a row of the CPU, with no total: it holds
+    no device the plan counts; a shared GPU's row stays a GPU's."""
+    config = stack([model("a", {"mode": "exclusive"}), model("b", None), model("c", {"mode": "shared"})])
+    path = write_stack_file(tmp_path / "Pulumi.s.yaml", config)
+    assert main(["capacity", "--stack", "s", "--config", str(path), "--format", "json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert {row["model"]: row["unit"] for row in found["rows"]} == {"a": "GPU", "b": "CPU", "c": "GPU"}
+    assert_rows_add_up(found)
+    assert main(["capacity", "--stack", "s", "--config", str(path)]) == 0
+    # Rich's box characters: the header's column separator (heavy) and the rows' (light).
+    lines = capsys.readouterr().out.splitlines()
+    rows = [[cell.strip() for cell in re.split("[\u2502\u2503]", line)[1:-1]] for line in lines]
+    rows = [row for row in rows if row]
+    assert rows[0][:4] == ["model", "version", "mode", "device"]
+    assert [row[:4] for row in rows[1:]] == [
+        ["a", "v1", "exclusive", "GPU"],
+        ["c", "v1", "shared", "GPU"],
+        ["total", "", "", "GPU"],
+        ["b", "v1", "none", "CPU"],
+    ]
 
 
 def test_declared_gpus_decide_whether_it_fits() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from inference_platform.cli.completion import STACKS_FUNCTION
 from inference_platform.cli.main import COMMAND, main, parser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,3 +107,48 @@ complete_words {COMMAND} analyze --format ma
 """
     done = subprocess.run([bash, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines() == ["render", "--format", "markdown"]
+
+
+def test_bash_completes_stack_names_from_the_stack_files_here(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--stack completes the stacks whose files are in the working directory, for every command
+    that takes one; Pulumi.yaml (the project's) and a directory of a stack file's name are none."""
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not installed: the completion script is run by bash itself")
+    main(["completion", "bash"])
+    (tmp_path / "complete.bash").write_text(capsys.readouterr().out)
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.prod.yaml", "Pulumi.prod-search.yaml", "notes.yaml"):
+        (project / name).write_text("config: {}\n")
+    (project / "Pulumi.old.yaml").mkdir()
+    function = "_shtab_inference_platform"
+    script = f"""source {tmp_path / "complete.bash"}
+complete_words() {{ COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); {function}; echo "${{COMPREPLY[*]}}"; }}
+complete_words {COMMAND} render --stack ""
+complete_words {COMMAND} capacity --stack pro
+complete_words {COMMAND} analyze --stack prod-
+complete_words {COMMAND} promote --stack x
+"""
+    done = subprocess.run([bash, "-c", script], capture_output=True, text=True, check=True, cwd=project)
+    # In the order the locale sorts the files (the shell's glob): compared as sets.
+    found = [sorted(line.split()) for line in done.stdout.splitlines()]
+    assert found == [["dev", "prod", "prod-search"], ["prod", "prod-search"], ["prod-search"], []]
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_complete_stack_names_with_the_same_function(
+    shell: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No zsh or fish here to run: each script defines the function and gives it to every --stack."""
+    assert main(["completion", shell]) == 0
+    script = capsys.readouterr().out
+    definition = {"zsh": f"{STACKS_FUNCTION}() {{", "fish": f"function {STACKS_FUNCTION}"}[shell]
+    assert script.count(definition) == 1
+    # Each command's --stack: zsh's _arguments spec ends in the function; fish's `complete -a` runs it.
+    use = {"zsh": f':stack:{STACKS_FUNCTION}"', "fish": f'-l stack -xka "({STACKS_FUNCTION})"'}[shell]
+    assert len([line for line in script.splitlines() if line.endswith(use) or use + " " in line]) == len(
+        ["render", "promote", "analyze", "rollout", "capacity"]
+    )

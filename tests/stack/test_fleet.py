@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
+from inference_platform import __version__
+from inference_platform.cli import platform_record
 from inference_platform.cli.main import main
+from inference_platform.cli.names import ALLOW_STALE_PLATFORM
 from inference_platform.cli.render_files import MANIFESTS, OUTPUTS, read_chart_objects, read_render
 from inference_platform.config import limits
 from inference_platform.platform import grafana, prometheus
@@ -64,6 +67,11 @@ def render(stack: str, path: Path, out: Path, *extra: str) -> int:
     return main(["render", "--stack", stack, "--config", str(path), "--out", str(out / stack), "--no-charts", *extra])
 
 
+def render_environment(path: Path, out: Path) -> int:
+    """The platform stack and its shards (--shards), each stack's render inside `out` (out/<stack>)."""
+    return main(["render", "--stack", PLATFORM, "--config", str(path), "--out", str(out), "--shards", "--no-charts"])
+
+
 def objects(directory: Path) -> dict[Key, dict[str, Any]]:
     manifests, _, _ = read_render(directory)
     return {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in manifests}
@@ -74,7 +82,7 @@ def renders(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The split environment rendered whole (the platform stack, then its shards beside it), and the one stack."""
     root = tmp_path_factory.mktemp("fleet")
     paths = write(root / "stacks", split(secured(full_config())))
-    assert render(PLATFORM, paths[PLATFORM], root / "out", "--shards") == 0
+    assert render_environment(paths[PLATFORM], root / "out") == 0
     one = write_stack_file(root / "stacks" / f"Pulumi.{ONE}.yaml", joined(secured(full_config())))
     assert render(ONE, one, root / "out") == 0
     return root / "out"
@@ -210,6 +218,15 @@ def problems(capsys: Any, code: int, out: Path) -> list[str]:
     return [line.strip() for line in capsys.readouterr().err.splitlines() if "Pulumi." in line]
 
 
+def reported(capsys: Any, code: int, out: Path) -> list[str]:
+    """Every problem of the report, whatever file or directory it names."""
+    assert code == 2
+    assert not out.exists()  # nothing written
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("invalid stack config")
+    return [line.strip() for line in lines[1:]]
+
+
 def test_shards_that_disagree_with_their_platform_stack_are_reported_in_their_files(
     tmp_path: Path, capsys: Any
 ) -> None:
@@ -255,6 +272,33 @@ def test_a_platform_stack_holds_no_models(tmp_path: Path, capsys: Any) -> None:
     (line,) = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
     assert line.startswith(f"{paths[PLATFORM]}:")
     assert "models: a platform stack holds no models" in line
+
+
+def test_a_shard_listed_twice_is_refused_by_the_render_as_by_stacks(tmp_path: Path, capsys: Any) -> None:
+    """One check (fleet.repeated_shard), at the repeat's line: the render, `infra stacks` and the
+    program under `pulumi up` (fleet.environment) refuse `shards: [env-a, env-b, env-a]` alike."""
+
+    def twice(values: dict[str, Any]) -> dict[str, Any]:
+        return values | {f"{PREFIX}{fleet.SHARDS_KEY}": ["env-a", "env-b", "env-a"]}
+
+    paths = write(tmp_path / "stacks", fleet_files(env=twice))
+    (line,) = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
+    assert line == f"{paths[PLATFORM]}:6:5: shards[2]: lists 'env-a' twice"
+    (tmp_path / "stacks" / "Pulumi.yaml").write_text("name: inference-platform\nruntime: python\n", encoding="utf-8")
+    assert main(["stacks", "--root", str(tmp_path / "stacks"), "--all"]) == 2
+    assert [entry.strip() for entry in capsys.readouterr().err.splitlines() if "Pulumi." in entry] == [line]
+
+
+def test_a_shard_listed_twice_is_reported_beside_a_missing_one(tmp_path: Path, capsys: Any) -> None:
+    def twice_and_missing(values: dict[str, Any]) -> dict[str, Any]:
+        return values | {f"{PREFIX}{fleet.SHARDS_KEY}": ["env-a", "env-b", "env-a", "env-z"]}
+
+    paths = write(tmp_path / "stacks", fleet_files(env=twice_and_missing))
+    found = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
+    assert found == [
+        f"{paths[PLATFORM]}:6:5: shards[2]: lists 'env-a' twice",
+        f"{paths[PLATFORM]}:7:5: shards[3]: the shard 'env-z' has no stack file beside this one (Pulumi.env-z.yaml)",
+    ]
 
 
 def values_in(node: Any) -> int:
@@ -352,7 +396,8 @@ def test_a_shard_without_its_platform_stacks_render_renders_its_outputs_first(tm
     assert render(PLATFORM, paths[PLATFORM], tmp_path / "out") == 0
     assert render("env-a", paths["env-a"], tmp_path / "out") == 0
     assert "note: no render" not in capsys.readouterr().err
-    for name in (MANIFESTS, OUTPUTS):
+    # The record of the stack files it rendered from is the same too: the files are the same.
+    for name in (MANIFESTS, OUTPUTS, platform_record.PLATFORM_RENDER):
         assert (tmp_path / "alone" / "env-a" / name).read_bytes() == (tmp_path / "out" / "env-a" / name).read_bytes()
 
 
@@ -405,6 +450,109 @@ def test_a_platform_stack_of_another_project_is_refused_by_every_reader(tmp_path
     (tmp_path / "stacks" / "Pulumi.yaml").write_text("name: inference-platform\nruntime: python\n", encoding="utf-8")
     assert main(["stacks", "--root", str(tmp_path / "stacks"), "--all"]) == 2
     assert f"  {paths['env-a']}:2:3: platformStack: {why}" in capsys.readouterr().err.splitlines()
+
+
+# --- a shard renders on a current platform render only ------------------------------------------
+
+
+def stale(platform_render: Path, changed: Path, shard: str) -> str:
+    """The problem (and, with the flag, the warning) of a shard on a platform render whose stack file `changed`."""
+    return (
+        f"{changed}: changed since the platform render {platform_render} read it "
+        f"({platform_render / platform_record.STACK_FILES} holds another digest of it): render the platform "
+        f"stack again first (infra render --stack {PLATFORM}), or pass {ALLOW_STALE_PLATFORM} to render {shard} "
+        "on it as it is"
+    )
+
+
+def test_render_shards_writes_each_stacks_render_inside_out(tmp_path: Path) -> None:
+    """`render --shards --out X`: X is the environment's directory, X/<stack> each stack's render
+    (what `infra diff` of two environments reads); the platform's render records the stack files
+    it read, and each shard's the record it rendered on."""
+    paths = write(tmp_path / "stacks", fleet_files())
+    assert render_environment(paths[PLATFORM], tmp_path / "out") == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out", "stacks"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [PLATFORM, "env-a", "env-b"]
+    record = (tmp_path / "out" / PLATFORM / platform_record.STACK_FILES).read_text(encoding="utf-8")
+    assert yaml.safe_load(record) == {
+        "platform": PLATFORM,
+        "program": __version__,
+        "stackFiles": {stack: platform_record.file_digest(path) for stack, path in paths.items()},
+    }
+    for shard in ("env-a", "env-b"):
+        assert (tmp_path / "out" / shard / platform_record.PLATFORM_RENDER).read_text(encoding="utf-8") == record
+
+
+def test_a_shard_refuses_a_platform_render_whose_stack_file_changed_since(
+    platform_render: tuple[dict[str, Path], Path], capsys: Any
+) -> None:
+    """The platform's file changed after its render was written (its domain here, as a cache
+    turned off would): the shard refuses the render, naming the file and the render's record."""
+    paths, out = platform_render
+    values = fleet_files()[PLATFORM] | {f"{PREFIX}domain": "elsewhere.example.com"}
+    write_stack_file(paths[PLATFORM], values)
+    (line,) = problems(capsys, render("env-a", paths["env-a"], out), out / "env-a")
+    assert line == stale(out / PLATFORM, paths[PLATFORM], "env-a")
+
+
+def test_allow_stale_platform_renders_on_it_with_a_warning(
+    platform_render: tuple[dict[str, Path], Path], capsys: Any
+) -> None:
+    paths, out = platform_render
+    write_stack_file(paths[PLATFORM], fleet_files()[PLATFORM] | {f"{PREFIX}domain": "elsewhere.example.com"})
+    assert render("env-a", paths["env-a"], out, ALLOW_STALE_PLATFORM) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: {stale(out / PLATFORM, paths[PLATFORM], 'env-a')}"]
+    # The shard's render says which platform render it read: the stale one's record.
+    read = (out / "env-a" / platform_record.PLATFORM_RENDER).read_bytes()
+    assert read == (out / PLATFORM / platform_record.STACK_FILES).read_bytes()
+
+
+def test_a_comment_is_no_change_and_a_shards_own_file_is_its_own(
+    platform_render: tuple[dict[str, Path], Path], capsys: Any
+) -> None:
+    """A digest is of the config the program reads: a comment in the platform's file changes
+    nothing. A shard reads its own file itself, so its own edit leaves the render current for it,
+    not for its neighbour, which reads the edited shard's models from the platform's render."""
+    paths, out = platform_render
+    with paths[PLATFORM].open("a", encoding="utf-8") as file:
+        file.write("# a comment, and nothing else\n")
+    edited = fleet_files()["env-a"]
+    edited[f"{PREFIX}models"].append(model("gpt"))
+    write_stack_file(paths["env-a"], edited)
+    assert render("env-a", paths["env-a"], out) == 0
+    assert "warning" not in capsys.readouterr().err
+    (line,) = problems(capsys, render("env-b", paths["env-b"], out), out / "env-b")
+    assert line == stale(out / PLATFORM, paths["env-a"], "env-b")
+    paths["env-a"].unlink()
+    (line,) = problems(capsys, render("env-b", paths["env-b"], out), out / "env-b")
+    assert line == (
+        f"{paths['env-a']}: is gone since the platform render {out / PLATFORM} read it "
+        f"({out / PLATFORM / platform_record.STACK_FILES} records it): render the platform stack again first "
+        f"(infra render --stack {PLATFORM}), or pass {ALLOW_STALE_PLATFORM} to render env-b on it as it is"
+    )
+
+
+def test_a_platform_render_without_a_record_or_of_another_version_is_refused(
+    platform_render: tuple[dict[str, Path], Path], capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths, out = platform_render
+    again = (
+        f"render the platform stack again first (infra render --stack {PLATFORM}), "
+        f"or pass {ALLOW_STALE_PLATFORM} to render env-a on it as it is"
+    )
+    monkeypatch.setattr(platform_record, "__version__", "0.0.1")
+    assert render(PLATFORM, paths[PLATFORM], out) == 0
+    monkeypatch.undo()
+    (line,) = reported(capsys, render("env-a", paths["env-a"], out), out / "env-a")
+    record = out / PLATFORM / platform_record.STACK_FILES
+    assert line == f"{record}: is a render by inference-platform 0.0.1, and this is {__version__}: {again}"
+    record.unlink()  # a render written before renders held a record
+    (line,) = reported(capsys, render("env-a", paths["env-a"], out), out / "env-a")
+    assert line == (
+        f"{out / PLATFORM}: holds no {platform_record.STACK_FILES}, the record of the stack files a platform "
+        f"stack's render read (a render by an older inference-platform): {again}"
+    )
 
 
 def test_a_named_platform_render_that_is_not_one_says_what_to_render(tmp_path: Path, capsys: Any) -> None:
@@ -503,10 +651,10 @@ def test_diff_takes_a_whole_environment(tmp_path: Path, capsys: Any) -> None:
     """Two renders of the environment (render --shards): each stack's report, the stacks a change
     left alone named once. A model added to env-b changes env-b and the platform's directory."""
     paths = write(tmp_path / "stacks", fleet_files())
-    assert render(PLATFORM, paths[PLATFORM], tmp_path / "before", "--shards") == 0
+    assert render_environment(paths[PLATFORM], tmp_path / "before") == 0
     added = fleet_files(env_b=lambda values: values | {f"{PREFIX}models": [*values[f"{PREFIX}models"], model("gpt")]})
     write(tmp_path / "stacks", added)
-    assert render(PLATFORM, paths[PLATFORM], tmp_path / "after", "--shards") == 0
+    assert render_environment(paths[PLATFORM], tmp_path / "after") == 0
     capsys.readouterr()
 
     assert main(["diff", str(tmp_path / "before"), str(tmp_path / "after")]) == 0

@@ -48,7 +48,7 @@ def merged(renders: Path, stacks: tuple[str, ...], out: Path) -> Path:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
     root = tmp_path_factory.mktemp("fleet-cluster")
     paths = write(root / "stacks", split(full_config()))
-    command = ["render", "--stack", PLATFORM, "--config", str(paths[PLATFORM]), "--out", str(root / "out" / PLATFORM)]
+    command = ["render", "--stack", PLATFORM, "--config", str(paths[PLATFORM]), "--out", str(root / "out")]
     command += ["--shards", "--charts-dir", str(charts_dir()), "--manifests-dir", str(manifests_dir())]
     assert main(command) == 0
     return Cluster.read(merged(root / "out", (PLATFORM, *SHARDS), root / "merged"))

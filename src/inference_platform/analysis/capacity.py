@@ -47,7 +47,7 @@ from inference_platform.platform.hami import Sharing
 from inference_platform.platform.model_cache import ModelCacheConfig, NodeKind
 from inference_platform.platform.npu_nodes import NpuNodes
 from inference_platform.serving.cached_files import cache_contents
-from inference_platform.serving.gpu import ExclusiveGpu, SharedGpu, VirtualGpu
+from inference_platform.serving.gpu import ExclusiveGpu, GpuSpec, NoGpu, SharedGpu, VirtualGpu
 from inference_platform.serving.lora import LoraLimits
 from inference_platform.serving.model_spec import ModelSpecBase
 from inference_platform.serving.npu import NpuSpec
@@ -371,7 +371,7 @@ class Row:
     version: str
     mode: Mode
     unit: str
-    """GPU, or the NPU type."""
+    """GPU, CPU (a model on no accelerator), or the NPU type."""
     whole: tuple[int, int, int]
     """Whole devices at minimum, awake and peak."""
     slices: tuple[int, int, int] = (0, 0, 0)
@@ -491,6 +491,13 @@ def _triple(values: Any) -> tuple[int, int, int]:
 
 
 GPU = "GPU"
+CPU = "CPU"
+"""A row's unit for a model that asks for no accelerator (gpu.mode none): it holds none to count."""
+
+
+def device_unit(spec: GpuSpec) -> str:
+    """The kind of device a GPU model's row is in: a GPU, or the CPU for one that asks for none."""
+    return CPU if isinstance(spec, NoGpu) else GPU
 
 
 def plan(
@@ -533,7 +540,7 @@ def plan(
                 rows.append(Row(model.name, version.name, spec.mode, GPU, (0, 0, 0), sliced, slice_of(spec, nodes)))
             else:
                 held = _triple(c * spec.count for c in counts) if isinstance(spec, ExclusiveGpu) else (0, 0, 0)
-                rows.append(Row(model.name, version.name, spec.mode, GPU, held))
+                rows.append(Row(model.name, version.name, spec.mode, device_unit(spec), held))
         if isinstance(spec, SharedGpu):
             notes.append(f"{model.name} shares GPUs outside the scheduler (gpu: shared): not counted")
         if isinstance(spec, VirtualGpu) and spec.memory_mib is not None and not nodes.memory_mib:

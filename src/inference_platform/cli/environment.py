@@ -61,7 +61,10 @@ def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig, di
     missing = []
     unreadable: list[Problem] = []
     """Every shard file's own problems (not YAML, a key given twice...), all of them at once."""
-    for index, name in enumerate(names if isinstance(names, list) else []):
+    listed = names if isinstance(names, list) else []
+    for index, name in enumerate(listed):
+        if fleet.repeated_shard(listed, index) is not None:
+            continue  # fleet.environment reports it
         shard_path = path.parent / f"Pulumi.{name}.yaml"
         if not isinstance(name, str) or not shard_path.is_file():
             missing.append(
@@ -81,7 +84,7 @@ def read_environment(path: Path, stack: str) -> tuple[StackFile, StackConfig, di
         shards[name] = project_values(shard_file.config)
     try:
         if missing or unreadable:
-            raise ConfigError([*missing, *unreadable])
+            raise ConfigError([*fleet.repeated_shards(stack, values), *missing, *unreadable])
         config, views = fleet.environment(stack, values, shards)
     except ConfigError as error:
         raise in_files(refusing_plain_secrets(error, stack_file) or error, files, stack) from None

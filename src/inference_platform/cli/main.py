@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from inference_platform.analysis.prometheus_client import TOKEN_ENV
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.names import (
+    ALLOW_STALE_PLATFORM,
     CHARTS_DIR_ENV,
     MANIFESTS_DIR_ENV,
     PROGRAM_DIRECTORIES,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from inference_platform.analysis.capacity import Plan
+    from inference_platform.cli import platform_record
     from inference_platform.cli.render import RenderResult
     from inference_platform.cli.stack_file import StackFile
     from inference_platform.stack import fleet
@@ -60,15 +62,15 @@ def _render(args: argparse.Namespace) -> ExitCode:
     from inference_platform.stack.config import UNIONS
 
     config_path = Path(args.config or f"Pulumi.{args.stack}.yaml")
-    out_dir = Path(args.out or f"build/{args.stack}")
     config: StackConfig | None = None
     stack_outputs: dict[str, dict[str, Any]] = {}
+    records: dict[str, str] = {}
     kind: fleet.StackKind = "single"
     try:
         project = project_name() or PROJECT
         if project == PROJECT:
             stack_file: StackFile | None
-            kind, stack_file, config = _stack_of_kind(args, config_path, out_dir, stack_outputs)
+            kind, stack_file, config = _stack_of_kind(args, config_path, stack_outputs, records)
         else:
             # Another project's program composing the library: its stack file, when it has one, is
             # its own config (under its own namespace), not this program's; none is needed.
@@ -87,6 +89,7 @@ def _render(args: argparse.Namespace) -> ExitCode:
     except pulumi.RunError as error:
         print(f"the program failed: {error}", file=sys.stderr)
         return ExitCode.PROGRAM_ERROR
+    out_dir = render_directory(args, kind)
     expansion = Expansion.of(args.charts_dir, args.manifests_dir, args.no_charts)
     kubernetes_version = config.platform.kubernetes_version if config is not None else None
     try:
@@ -94,7 +97,7 @@ def _render(args: argparse.Namespace) -> ExitCode:
     except ChartsUnavailableError as error:
         print(f"charts: {error}", file=sys.stderr)
         return ExitCode.CONFIG_ERROR
-    write_render(render_texts(result, chart_objects), out_dir)
+    write_render(render_texts(result, chart_objects) | records, out_dir)
     _print_summary(result, chart_objects, args.stack, out_dir, args.verbose)
     # The plan of what the program registered (its InferenceServices), whatever composed them; a
     # platform stack's is its whole environment's, whose models its shards register.
@@ -107,13 +110,28 @@ def _render(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def render_directory(args: argparse.Namespace, kind: fleet.StackKind) -> Path:
+    """Where a stack's render goes: --out, by default build/<stack>; for a platform stack rendered
+    with --shards, --out is the environment's directory, each stack's render inside it (<out>/<stack>)."""
+    stack: str = args.stack
+    if args.out is None:
+        return Path("build") / stack
+    return Path(args.out) / stack if kind == "platform" and args.shards else Path(args.out)
+
+
 def _stack_of_kind(
-    args: argparse.Namespace, config_path: Path, out_dir: Path, stack_outputs: dict[str, dict[str, Any]]
+    args: argparse.Namespace,
+    config_path: Path,
+    stack_outputs: dict[str, dict[str, Any]],
+    records: dict[str, str],
 ) -> tuple[fleet.StackKind, StackFile, StackConfig]:
     """The stack's kind, file and validated config: a whole environment's for a platform stack (its
     shards' files beside it), a shard's on its platform stack's render (whose outputs it adds to
-    `stack_outputs`, for its StackReference)."""
+    `stack_outputs`, for its StackReference). A platform stack's and a shard's render hold a record
+    of the stack files they rendered from (cli/platform_record.py): its file and text, in `records`."""
     from inference_platform.cli.environment import read_environment, read_shard
+    from inference_platform.cli.platform_record import PLATFORM_RENDER, STACK_FILES, record_of
+    from inference_platform.cli.render_files import dump_documents
     from inference_platform.cli.stack_file import read_stack_config, read_stack_file
     from inference_platform.stack import fleet
     from inference_platform.stack.config import project_values
@@ -122,22 +140,28 @@ def _stack_of_kind(
     kind = fleet.stack_kind(values)
     if kind == "platform":
         stack_file, config, _ = read_environment(config_path, args.stack)
+        records[STACK_FILES] = dump_documents([record_of(args.stack, config_path).as_json()])
         return kind, stack_file, config
     if kind == "shard":
-        platform, outputs = _platform_outputs(args, config_path, values, out_dir)
+        platform, outputs, record = _platform_outputs(args, config_path, values, render_directory(args, kind))
         stack_outputs[platform] = outputs
-        return kind, *read_shard(config_path, args.stack, outputs)
+        read = read_shard(config_path, args.stack, outputs)
+        if record is not None:
+            records[PLATFORM_RENDER] = dump_documents([record.as_json()])
+        return kind, *read
     return kind, *read_stack_config(config_path)
 
 
 def _platform_outputs(
     args: argparse.Namespace, config_path: Path, values: Mapping[str, Any], out_dir: Path
-) -> tuple[str, dict[str, Any]]:
-    """A shard's platform stack's name and outputs (the shard's project keys: `values`), from that
-    stack's render (`--platform-render`, by default the render directory's sibling named after the
-    platform stack); where the sibling holds none, from the platform stack's file beside the
-    shard's, rendered in this process."""
+) -> tuple[str, dict[str, Any], platform_record.Record | None]:
+    """A shard's platform stack's name and outputs (the shard's project keys: `values`), and the
+    record of the stack files they were rendered from: from that stack's render
+    (`--platform-render`, by default the render directory's sibling named after the platform
+    stack), refused where its stack files changed since; where the sibling holds none, from the
+    platform stack's file beside the shard's, rendered in this process."""
     from inference_platform.cli.environment import environment_of, platform_render_outputs
+    from inference_platform.cli.platform_record import record_of
     from inference_platform.cli.render_files import OUTPUTS, read_outputs
     from inference_platform.config.errors import ConfigError, Problem
     from inference_platform.stack import fleet
@@ -145,8 +169,10 @@ def _platform_outputs(
 
     platform = fleet.platform_stack_name(str(decode_value(values.get(fleet.PLATFORM_STACK_KEY))))
     directory = Path(args.platform_render) if args.platform_render else out_dir.parent / platform
+    platform_path = config_path.parent / f"Pulumi.{platform}.yaml"
     if (directory / OUTPUTS).is_file():
-        return platform, read_outputs(directory)
+        outputs = read_outputs(directory)
+        return platform, outputs, _current_record(args, directory, outputs, record_of(platform, platform_path))
     if args.platform_render:
         message = (
             f"{config_path}: --platform-render {directory} holds no render of {platform} "
@@ -160,7 +186,36 @@ def _platform_outputs(
         "rendered here (no charts)",
         file=sys.stderr,
     )
-    return platform, platform_render_outputs(environment)
+    outputs = platform_render_outputs(environment)
+    return platform, outputs, record_of(platform, platform_path)
+
+
+def _current_record(
+    args: argparse.Namespace, render: Path, outputs: Mapping[str, Any], current: platform_record.Record
+) -> platform_record.Record | None:
+    """The record of the stack files the platform render at `render` read, refused (ConfigError)
+    where they changed since (`current`: what they are now), or with --allow-stale-platform
+    warned of (None where it holds no record). A render of no platform stack, or of another one
+    than the shard's, is left to the shard's reading of its outputs to refuse (fleet.read_facts).
+    `current` was read beside the shard's file, where the problems name the files that changed."""
+    from inference_platform.cli.platform_record import STACK_FILES, Record, stale_problems
+    from inference_platform.cli.render_files import load_documents, read_text
+    from inference_platform.config.errors import ConfigError
+    from inference_platform.stack import fleet
+
+    documents = load_documents(read_text(render / STACK_FILES))
+    recorded = Record.from_json(documents[0]) if documents else None
+    if (recorded is None and fleet.FACTS_OUTPUT not in outputs) or (
+        recorded is not None and recorded.platform != current.platform
+    ):
+        return recorded
+    directory = Path(args.config or f"Pulumi.{args.stack}.yaml").parent
+    problems = stale_problems(recorded, current, args.stack, render, directory)
+    if problems and not args.allow_stale_platform:
+        raise ConfigError(problems)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    return recorded
 
 
 def _render_shards(args: argparse.Namespace, config_path: Path, out_dir: Path, shards: list[str]) -> ExitCode:
@@ -607,9 +662,17 @@ def _add_stacks(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     stacks.set_defaults(handler=_stacks)
 
 
+def _stack_option(command: argparse.ArgumentParser, help_text: str) -> None:
+    """--stack, which the shells' completion completes from the stack files in the working directory."""
+    from inference_platform.cli.completion import STACKS
+
+    option = command.add_argument("--stack", required=True, help=help_text)
+    option.complete = STACKS  # type: ignore[attr-defined]  # shtab reads it
+
+
 def _stack_and_prometheus(command: argparse.ArgumentParser, verb: str) -> None:
     """--stack, --config and --prometheus: a command that `verb`s a stack file and asks its Prometheus."""
-    command.add_argument("--stack", required=True, help=f"stack name ({verb}s Pulumi.<stack>.yaml)")
+    _stack_option(command, f"stack name ({verb}s Pulumi.<stack>.yaml)")
     command.add_argument("--config", help=f"stack file to {verb} instead of Pulumi.<stack>.yaml")
     command.add_argument(
         "--prometheus",
@@ -673,7 +736,7 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="command", required=True)
 
     render = commands.add_parser("render", help="render a stack offline through the Pulumi SDK's mocks")
-    render.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    _stack_option(render, "stack name (reads Pulumi.<stack>.yaml)")
     render.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
     render.add_argument("--out", help="output directory (default build/<stack>)")
     _chart_options(render)
@@ -690,7 +753,14 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument(
         "--shards",
         action="store_true",
-        help="for a platform stack: render its shards too, beside it, in parallel (the whole environment)",
+        help="for a platform stack: render its shards too, in parallel (the whole environment); --out is then "
+        "the environment's directory, which holds each stack's render (<out>/<stack>; default build/)",
+    )
+    render.add_argument(
+        ALLOW_STALE_PLATFORM,
+        action="store_true",
+        help="for a shard: render on a platform render whose stack files changed since it was written, with a "
+        "warning, instead of refusing it (docs/fleets.md)",
     )
     render.set_defaults(handler=_render)
 
@@ -715,7 +785,7 @@ def parser() -> argparse.ArgumentParser:
         description="Moves run in this order: --add-version, --weights, --mirror, --retire; the result is "
         "validated before the file is written, comments and secrets untouched.",
     )
-    promote.add_argument("--stack", required=True, help="stack name (edits Pulumi.<stack>.yaml)")
+    _stack_option(promote, "stack name (edits Pulumi.<stack>.yaml)")
     promote.add_argument("--config", help="stack file to edit instead of Pulumi.<stack>.yaml")
     promote.add_argument("--model", required=True, help="the model whose versions move (its name in the stack file)")
     promote.add_argument("--weights", metavar="V=N,...", help="live weights, e.g. v1=50,v2=50 (a shadow goes live)")
@@ -751,7 +821,7 @@ def parser() -> argparse.ArgumentParser:
     capacity = commands.add_parser(
         "capacity", help="the GPUs the stack's models hold at minimum replicas and at peak, from its config alone"
     )
-    capacity.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    _stack_option(capacity, "stack name (reads Pulumi.<stack>.yaml)")
     capacity.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
     capacity.add_argument("--format", choices=["table", "json"], default="table", help="how to print the plan")
     capacity.set_defaults(handler=_capacity)

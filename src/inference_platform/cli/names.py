@@ -16,3 +16,5 @@ PROGRAM_DIRECTORIES = ("src", "infra", "policies")
 """Directories whose files every stack runs: the library, the program, the policy pack."""
 PROGRAM_FILES = (PROJECT_FILE, "pyproject.toml", "requirements*.txt")
 """Files at the root (patterns) that every stack runs with: the project, the package, its pins."""
+ALLOW_STALE_PLATFORM = "--allow-stale-platform"
+"""The render's flag that renders a shard on a platform render whose stack files changed since."""

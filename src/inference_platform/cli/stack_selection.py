@@ -58,6 +58,7 @@ from inference_platform.stack.fleet import (
     StackKind,
     foreign_project,
     platform_stack_name,
+    repeated_shard,
     stack_kind,
 )
 
@@ -154,8 +155,9 @@ def _listing_problem(platform: Stack, index: int, stacks: Mapping[str, Stack]) -
     """What is wrong with the stack a platform lists at `index`, if anything."""
     name = platform.shards[index]
     shard = stacks.get(name)
-    if name in platform.shards[:index]:
-        return f"lists {name!r} twice"
+    repeated = repeated_shard(platform.shards, index)
+    if repeated is not None:
+        return repeated
     if shard is None:
         return f"{name!r} has no stack file {stack_file_name(name)}"
     if shard.platform is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -61,6 +61,13 @@ def stack_kind(values: Mapping[str, Any]) -> StackKind:
     if SHARDS_KEY in values:
         return "platform"
     return "single"
+
+
+def repeated_shard(shards: Sequence[object], index: int) -> str | None:
+    """Why a platform stack's `shards` may not list what it lists at `index`: the same stack
+    earlier in the list (the one check `infra stacks`, the render and `pulumi up` make)."""
+    name = shards[index]
+    return f"lists {name!r} twice" if name in shards[:index] else None
 
 
 def platform_stack_name(reference: str) -> str:
@@ -356,6 +363,15 @@ def _decoded(values: Mapping[str, Any], key: str) -> Any:
     return decode_value(values.get(key))
 
 
+def repeated_shards(stack: str, values: Mapping[str, Any]) -> list[Problem]:
+    """Each shard a platform stack's `shards` (its project keys: `values`) lists again, at the repeat."""
+    listed = _decoded(values, SHARDS_KEY)
+    if not isinstance(listed, list):
+        return []
+    found = ((index, repeated_shard(listed, index)) for index in range(len(listed)))
+    return [_problem(stack, (SHARDS_KEY, index), why) for index, why in found if why is not None]
+
+
 def environment(
     stack: str, values: Mapping[str, Any], shards: Mapping[str, Mapping[str, Any]]
 ) -> tuple[StackConfig, dict[str, StackConfig]]:
@@ -363,7 +379,8 @@ def environment(
     (in the order it lists the shards), validated as one stack's, and each shard's own part of it.
     `values` and `shards` are the stacks' project keys as the CLI passes them. Raises ConfigError
     whose problems each name the stack whose file holds it."""
-    problems = [
+    problems = repeated_shards(stack, values)
+    problems += [
         _problem(stack, (key,), "a platform stack holds no models: they go in its shards (its `shards`)")
         for key in GATHERED
         if _decoded(values, key)
