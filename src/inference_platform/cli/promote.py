@@ -31,12 +31,12 @@ from inference_platform.cli.environment import (
     holder,
     platform_render_outputs,
     read_environment,
+    read_shard,
 )
 from inference_platform.cli.positions import PositionIndex, in_file, parser_stop
 from inference_platform.cli.render import RenderResult, run_program
 from inference_platform.cli.render_files import render_texts, write_render
 from inference_platform.cli.stack_file import (
-    StackFile,
     read_stack_file,
     read_stack_text,
     refuse_repeated_keys,
@@ -45,7 +45,7 @@ from inference_platform.cli.stack_file import (
 from inference_platform.cli.yaml_edit import append_item, comment_lines, delete_key, remove_item, replace_key, set_key
 from inference_platform.config.errors import ConfigError
 from inference_platform.config.limits import nesting_problem
-from inference_platform.stack.config import PROJECT, parse_stack_config, project_values
+from inference_platform.stack.config import PROJECT, StackConfig, parse_stack_config, project_values
 
 MODELS_KEY = f"{PROJECT}:models"
 
@@ -257,15 +257,19 @@ def _render(stack: str, path: Path, out: Path, expansion: Expansion | None) -> s
     """The stack file at `path` rendered into `out`, its charts expanded as `expansion` says (None:
     not at all); why they were not, where they were asked for."""
     stack_file = read_stack_file(path)
-    return _write(run_program(stack, stack_file), stack_file, out, expansion)
+    result = run_program(stack, stack_file)
+    return _write(result, lambda: parse_stack_config(project_values(stack_file.config)), out, expansion)
 
 
-def _write(result: RenderResult, stack_file: StackFile, out: Path, expansion: Expansion | None) -> str | None:
+def _write(
+    result: RenderResult, config: Callable[[], StackConfig], out: Path, expansion: Expansion | None
+) -> str | None:
+    """The render written into `out`; `config`, the stack's config (its Kubernetes version picks
+    the charts' capabilities), read only where charts are expanded."""
     chart_objects: ChartObjects = {}
     why_not = None
     if expansion is not None:
-        config = parse_stack_config(project_values(stack_file.config))
-        chart_objects, why_not = expand_render(result, config.platform.kubernetes_version, expansion)
+        chart_objects, why_not = expand_render(result, config().platform.kubernetes_version, expansion)
     write_render(render_texts(result, chart_objects), out)
     return why_not
 
@@ -291,16 +295,22 @@ def _validate_environment(environment: Environment, path: Path, edited: str, cop
 def _render_shard(environment: Environment, stack: str, out: Path, expansion: Expansion | None) -> str | None:
     """A shard rendered on its platform stack's outputs, both from the environment's files."""
     outputs = platform_render_outputs(environment)
-    stack_file = read_stack_file(environment.path(stack))
-    result = run_program(stack, stack_file, stack_outputs={environment.platform: outputs})
-    return _write(result, stack_file, out, expansion)
+    path = environment.path(stack)
+    result = run_program(stack, read_stack_file(path), stack_outputs={environment.platform: outputs})
+    # A shard's file alone is no whole config (the platform's settings come from its outputs).
+    return _write(result, lambda: read_shard(path, stack, outputs)[1], out, expansion)
 
 
-def rollout_warning(edited: str, path: Path, model: str) -> str | None:
+def rollout_warning(edited: str, path: Path, model: str, environment: Environment | None, copy: Path) -> str | None:
     """What the move (`edited`, the stack file's text as it leaves it, validated) does to the model's
-    running rollout (analysis/rollout_decisions.py); None where it has none running."""
-    _, document = round_trip(edited, path)
-    config = parse_stack_config(project_values(stack_file_from_document(document, path).config))
+    running rollout (analysis/rollout_decisions.py); None where it has none running. In an
+    environment of several stacks the model is read from the environment's config as the move leaves
+    it (`copy`, where check_edit wrote its files): a shard's file alone is no whole config."""
+    if environment is None:
+        _, document = round_trip(edited, path)
+        config = parse_stack_config(project_values(stack_file_from_document(document, path).config))
+    else:
+        _, config, _ = read_environment(copy / f"Pulumi.{environment.platform}.yaml", environment.platform)
     return promotion_warning(next(m for m in config.models if m.name == model))
 
 
@@ -333,6 +343,7 @@ def promote(
     with tempfile.TemporaryDirectory(prefix="promote-") as scratch:
         root = Path(scratch)
         check_edit(environment, path, original, edited, root / "proposed")
+        warning = rollout_warning(edited, path, promotion.model, environment, root / "proposed")
         if environment is None:
             proposed = root / path.name
             proposed.write_text(edited, encoding="utf-8")
@@ -344,7 +355,6 @@ def promote(
         out.write(markdown_report(diff_renders(root / "before", root / "after")))
         if why_not is not None and why_not.startswith("not expanded"):
             out.write(f"\nChart objects {why_not}\n")
-    warning = rollout_warning(edited, path, promotion.model)
     staged = path.with_name(f".{path.name}.promote")
     staged.write_text(edited, encoding="utf-8")
     os.replace(staged, path)
