@@ -48,6 +48,7 @@ from inference_platform.platform.network import CIDR_RULE
 from inference_platform.serving.lora import MAX_NAME_LENGTH
 from inference_platform.serving.model_storage import MODEL_URI_RULE
 from inference_platform.serving.rollout_spec import TIMESTAMP_RULE
+from inference_platform.serving.runtimes import ModelSpec
 from inference_platform.stack.config import PROJECT, StackConfig
 from tests.conftest import full_config, write_stack_file
 
@@ -348,7 +349,26 @@ def corpus() -> list[Case]:
     return cases
 
 
-CORPUS = corpus()
+def lora_rank_cases(base: Config) -> list[Case]:
+    """maxLoraRank of an engine that takes some ranks only (LORA_RANKS, vLLM's MaxLoRARanks): each
+    number just past one of its ranks, and 24 (between 16 and 32), refused; each rank taken. Set on
+    the first model of such an engine that lists adapters (where the rank is checked against them)."""
+    variants = {get_args(v.model_fields["runtime"].annotation)[0]: v for v in get_args(get_args(ModelSpec)[0])}
+    cases: list[Case] = []
+    for index, model in enumerate(base[f"{PROJECT}:models"]):
+        ranks: tuple[int, ...] | None = getattr(variants[model["runtime"]], "LORA_RANKS", None)
+        if ranks is None or "maxLoraRank" not in model or cases:
+            continue
+        mistakes = sorted({24, *(rank + 1 for rank in ranks)} - set(ranks))
+        for value, refused in [(value, True) for value in mistakes] + [(rank, False) for rank in ranks]:
+            placed = copy.deepcopy(base)
+            placed[f"{PROJECT}:models"][index]["maxLoraRank"] = value
+            label = f"models.{index}.maxLoraRank={value}" + ("" if refused else " (valid)")
+            cases.append(Case(label, placed, "maxLoraRank", refused, refused))
+    return cases
+
+
+CORPUS = corpus() + lora_rank_cases(corpus_base())
 
 
 @pytest.fixture(scope="module")
@@ -420,6 +440,7 @@ def test_the_corpus_covers_every_constrained_field() -> None:
     used = {id(found[1]) for site in _sites(corpus_base()) if (found := _cases(site)) is not None}
     assert {id(cases) for cases in RULE_CASES.values()} <= used
     assert sum(case.refused for case in CORPUS) >= 100
+    assert any(case.field == "maxLoraRank" and case.id.endswith("=24") for case in CORPUS)
 
 
 def test_the_corpus_base_is_valid(tmp_path: Path) -> None:

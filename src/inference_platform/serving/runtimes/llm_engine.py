@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, GetJsonSchemaHandler, model_validator
+from pydantic_core import CoreSchema
 
 from inference_platform.config.base import config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
@@ -100,6 +101,18 @@ class LLMEngineModel(ModelSpecBase):
         "only (a config error lists them) and defaults to 16, where a larger adapter fails the start; SGLang "
         "reads it from the adapters when unset.",
     )
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        """The JSON schema takes for maxLoraRank only the ranks the engine takes (LORA_RANKS), as
+        lora_problems does."""
+        schema = handler(core_schema)
+        if cls.LORA_RANKS is not None:
+            rank = handler.resolve_ref_schema(schema)["properties"]["maxLoraRank"]
+            for branch in rank.get("anyOf", [rank]):
+                if branch.get("type") == "integer":
+                    branch["enum"] = list(cls.LORA_RANKS)
+        return schema
 
     @model_validator(mode="after")
     def _needs_gpus(self) -> LLMEngineModel:
