@@ -46,7 +46,7 @@ from inference_platform.config.errors import ConfigError
 from inference_platform.platform.model_cache import CACHE_PATH_RULE
 from inference_platform.platform.network import CIDR_RULE
 from inference_platform.serving.lora import MAX_NAME_LENGTH
-from inference_platform.serving.model_storage import MODEL_URI_RULE
+from inference_platform.serving.model_storage import MODEL_URI_RULE, S3_MAX_KEY_BYTES
 from inference_platform.serving.rollout_spec import TIMESTAMP_RULE
 from inference_platform.serving.runtimes import ModelSpec
 from inference_platform.stack.config import PROJECT, StackConfig
@@ -94,8 +94,16 @@ RULE_CASES: dict[SchemaRule, Cases] = {
             "s3://bucket/a/../b",
             "models/x",
             "",
+            "s3://bucket/" + "k" * (S3_MAX_KEY_BYTES + 1),
         ],
-        ["pvc://models/x", "s3://bucket", "gs://bucket/a/b", "https://example.com/m.tar.gz?v=1", "hf://org/model:main"],
+        [
+            "pvc://models/x",
+            "s3://bucket",
+            "gs://bucket/a/b",
+            "https://example.com/m.tar.gz?v=1",
+            "hf://org/model:main",
+            "s3://bucket/" + "k" * S3_MAX_KEY_BYTES,
+        ],
     ),
     CIDR_RULE: Cases(
         ["10.0.0.0/33", "300.0.0.0/8", "10.0.0/8", "example.com", "", "10.0.0.0/8/8"],
@@ -119,7 +127,11 @@ RENDER_ONLY: dict[SchemaRule, dict[str, Any]] = {
     CIDR_RULE: {"an IPv6 block that does not parse": "1:2:3"},
     LABELS_RULE: {},
     PINNED_IMAGE_RULE: {"an image name over 255 characters": "r/" + "a" * 254 + ":1"},
-    MODEL_URI_RULE: {"a Hugging Face path with more than owner and model": "hf://owner/model/extra"},
+    MODEL_URI_RULE: {
+        "a Hugging Face path with more than owner and model": "hf://owner/model/extra",
+        # JSON Schema counts characters: 1,024 of them, two bytes each in UTF-8.
+        "an S3 key of 1,024 characters past 1,024 bytes": "s3://bucket/" + "é" * S3_MAX_KEY_BYTES,
+    },
     TIMESTAMP_RULE: {"a date that is not in the calendar": "2026-13-45T10:15:00Z"},
     CACHE_PATH_RULE: {"a path with a '..' segment": "/var/lib/../models"},
 }
