@@ -26,6 +26,7 @@ from inference_platform.config.base import (
     DNS1123_SUBDOMAIN_RULE,
     ConfigModel,
     DNS1123Label,
+    Matches,
     SchemaRule,
     check_dns1123_subdomain,
     config_problems,
@@ -175,7 +176,7 @@ def pvc_location(model_uri: str) -> tuple[str, str]:
 
 
 class S3Settings(ConfigModel):
-    endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]+")] | None = Field(
+    endpoint: Annotated[str, Matches(r"^https?://[^\s/]+", "an http:// or https:// URL")] | None = Field(
         default=None, description="S3-compatible endpoint URL (MinIO, Ceph, ...); AWS when unset."
     )
     region: str | None = Field(default=None, description="The bucket's region.")

@@ -20,6 +20,7 @@ from inference_platform.config.base import (
     ConfigModel,
     DNS1123Label,
     DNSSubdomain,
+    Matches,
     config_problems,
     duplicate_problems,
     find_cycles,
@@ -65,8 +66,16 @@ UNIONS = (RUNTIME_UNION, GPU_MODE_UNION)
 
 MAX_HOST_LENGTH = 253
 # Pulumi's stack names, and a StackReference's fully qualified name (<org>/<project>/<stack>).
-StackName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
-StackReferenceName = Annotated[str, Field(pattern=r"^([A-Za-z0-9_.-]{1,100}/){0,2}[A-Za-z0-9_.-]{1,100}$")]
+StackName = Annotated[
+    str, Matches(r"^[A-Za-z0-9_.-]{1,100}$", "a stack's name: 1 to 100 letters, digits, '_', '.' and '-'")
+]
+StackReferenceName = Annotated[
+    str,
+    Matches(
+        r"^([A-Za-z0-9_.-]{1,100}/){0,2}[A-Za-z0-9_.-]{1,100}$",
+        "a stack's name, <project>/<stack> or <organization>/<project>/<stack>",
+    ),
+]
 # A Gateway API Gateway holds at most 64 listeners; one is the plain HTTP listener.
 MAX_GATEWAY_LISTENERS = 64
 MAX_TLS_POOL_MODELS = MAX_GATEWAY_LISTENERS - 1
@@ -75,9 +84,9 @@ MAX_TLS_POOL_MODELS = MAX_GATEWAY_LISTENERS - 1
 class PlatformConfig(ConfigModel):
     """The cluster-wide pieces models run on; each can be switched off."""
 
-    kubernetes_version: Annotated[str, Field(pattern=r"^1\.[0-9]+\.[0-9]+$")] | None = Field(
-        default=None, description="The cluster's version (1.30.4); HAMi runs a kube-scheduler of this version."
-    )
+    kubernetes_version: (
+        Annotated[str, Matches(r"^1\.[0-9]+\.[0-9]+$", "a Kubernetes version such as 1.30.4")] | None
+    ) = Field(default=None, description="The cluster's version (1.30.4); HAMi runs a kube-scheduler of this version.")
     ingress: IngressGatewayConfig = Field(
         default_factory=IngressGatewayConfig, description="Istio: the ingress gateway and the mesh's control plane."
     )

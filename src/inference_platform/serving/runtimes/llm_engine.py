@@ -27,7 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, GetJsonSchemaHandler, model_validator
 from pydantic_core import CoreSchema
 
-from inference_platform.config.base import config_problems
+from inference_platform.config.base import Matches, config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.gpu import VirtualGpu
@@ -86,7 +86,7 @@ class LLMEngineModel(ModelSpecBase):
         description="Share of the device the engine takes (weights and KV cache); derived from a vGPU or vNPU "
         "memory cap when unset.",
     )
-    shm_size: Annotated[str, Field(pattern=r"^[0-9]+(Mi|Gi)$")] = Field(
+    shm_size: Annotated[str, Matches(r"^[0-9]+(Mi|Gi)$", "a whole number of Mi or Gi, such as 2Gi")] = Field(
         default="2Gi", description="Shared memory for the workers of tensor-parallel inference."
     )
     max_loras: Annotated[int, Field(ge=1)] | None = Field(
