@@ -382,7 +382,7 @@ def problems_from_errors(
 ) -> list[Problem]:
     """Every problem of pydantic's error items (a validation's, or config/partial.py's), sorted by path."""
     problems: list[Problem] = []
-    for item in _one_per_union(list(errors)):
+    for item in _misspelt_not_missing(_one_per_union(list(errors)), model):
         settings = _settings_at(model, item["loc"][:-1]) if item["type"] == "extra_forbidden" else []
         loc, selected = _strip_tags([*prefix, *item["loc"]], unions)
         path = format_path(loc)
@@ -395,6 +395,20 @@ def problems_from_errors(
         extra, message = _message(item, loc, unions, selected, settings)
         problems.append(Problem(join_path(path, extra), message, (*loc, *parse_path(extra))))
     return sorted(set(problems), key=problem_order)
+
+
+def _misspelt_not_missing(items: list[Any], model: type[BaseModel] | None) -> list[Any]:
+    """A required setting written with a slip (`model\u00a0Uri`, a non-breaking space in it) is one
+    mistake, the unknown key that says what it was meant to be: not also the setting as missing."""
+    meant = set()
+    for item in items:
+        if item["type"] == "extra_forbidden":
+            parent = tuple(item["loc"][:-1])
+            close = difflib.get_close_matches(
+                str(item["loc"][-1]), _settings_at(model, parent), n=1, cutoff=SUGGESTION_CUTOFF
+            )
+            meant |= {(*parent, close[0])} if close else set()
+    return [item for item in items if not (item["type"] == "missing" and tuple(item["loc"]) in meant)]
 
 
 # How pydantic labels the variant of a union (tried one after another) in an error's path: a type

@@ -333,9 +333,12 @@ class ModelSpecBase(ConfigModel):
         if live and self.rollout is not None:
             names = [v.name for v in self.versions]
             problems += self.rollout.problems(names, self.primary.name, self.analysis.window)
-        if not live:
+        # A version that is neither live nor a shadow (no weight, `weight: ~`) is its own problem: the
+        # weights cannot be added up without it, and are not reported beside it.
+        undecided = any(v.weight is None and v.mirror_percent is None for v in self.versions)
+        if not live and not undecided:
             problems.append(("versions", "no live version: give at least one version a weight"))
-        else:
+        elif not undecided:
             total = sum(v.weight or 0 for v in live)
             if total != 100:
                 shares = ", ".join(f"{v.name}={v.weight}" for v in live)
