@@ -32,6 +32,7 @@ from inference_platform.cli.main import main
 from inference_platform.cli.render import RenderResult, run_program
 from inference_platform.cli.render_files import read_render
 from inference_platform.cli.stack_file import StackFile, read_stack_file
+from inference_platform.config.errors import ConfigError
 from inference_platform.config.secrets import secret_paths
 from inference_platform.pins import ChartPin, ManifestPin
 from inference_platform.stack.config import PROJECT, StackConfig, decode_value
@@ -55,6 +56,36 @@ SHARED_MANIFESTS_DIR = ROOT.parent / "shared" / "crds"
 # Upstream facts as their owners publish them, beside the checkout as in CI (../shared/README.md):
 # for tests only, never read by the program.
 SHARED_DIR = Path(os.environ.get("INFRA_TEST_SHARED_DIR") or ROOT.parent / "shared")
+
+
+LIBRARY_PHRASES = (
+    "Input should be",
+    "Value error",
+    "Assertion failed",
+    "String should",
+    "Field required",
+    "Extra inputs",
+    "List should",
+    "Dictionary should",
+)
+"""Pydantic's own sentences, which a report in the stack file's words never holds."""
+
+
+@pytest.fixture(autouse=True)
+def _reports_in_the_stack_files_words(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every config report any test makes (every bad input the tests hold: the schema corpus, the
+    config errors, the hostile configs, fleets ...) holds none of pydantic's sentences: each
+    ConfigError a test creates is read as it is made, and the test fails at its end on one."""
+    leaked: list[str] = []
+    made = ConfigError.__init__
+
+    def reading(self: ConfigError, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        leaked.extend(str(p) for p in self.problems if any(phrase in p.message for phrase in LIBRARY_PHRASES))
+
+    monkeypatch.setattr(ConfigError, "__init__", reading)
+    yield
+    assert not leaked, "a config report in pydantic's words:\n" + "\n".join(leaked)
 
 
 def shared_path(relative: str) -> Path:

@@ -168,7 +168,7 @@ REFUSALS = [
     (
         ["--model", "iris", "--mirror", "v3=150"],
         INVALID_MOVE + "{file}:35:11: models[0] (iris).versions[2] (v3).mirrorPercent: "
-        "Input should be less than or equal to 100 (got 150)\n"
+        "must be at most 100 (got 150)\n"
         f"  {INCOMPLETE}\n",  # iris's shares wait for v3's
     ),
     (

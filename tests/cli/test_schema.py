@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -14,7 +15,11 @@ import pytest
 import yaml
 
 from inference_platform.cli.schema import SCHEMA_FILE, stack_file_schema
-from tests.conftest import EXAMPLE_STACKS, ROOT, base_config, full_config, keda_config
+from inference_platform.cli.stack_file import read_stack_config
+from inference_platform.config.errors import ConfigError
+from inference_platform.config.secrets import secret_paths
+from inference_platform.stack.config import PROJECT, StackConfig
+from tests.conftest import EXAMPLE_STACKS, ROOT, base_config, full_config, keda_config, write_stack_file
 
 
 def validator() -> jsonschema.Draft202012Validator:
@@ -67,11 +72,27 @@ def test_other_namespaces_keys_are_allowed() -> None:
 
 def test_credentials_may_be_encrypted_values() -> None:
     config = base_config() | {
-        "inference-platform:storage": {"s3": {"accessKeyId": "id", "secretAccessKey": {"secure": "v1:abc"}}}
+        "inference-platform:storage": {
+            "s3": {"accessKeyId": {"secure": "v1:id"}, "secretAccessKey": {"secure": "v1:abc"}}
+        }
     }
     validator().validate({"config": config})
     config["inference-platform:domain"] = {"secure": "v1:abc"}
     assert list(validator().iter_errors({"config": config}))
+
+
+@pytest.mark.parametrize("path", secret_paths(StackConfig), ids=".".join)
+def test_secret_settings_take_only_encrypted_values(path: tuple[str, ...], tmp_path: Path) -> None:
+    """Where the render refuses a secret in plain text (config/secrets.py), so does the schema: a
+    stack file holds `{secure: ...}` there, never the value itself."""
+    config = full_config()
+    holder = config.setdefault(f"{PROJECT}:{path[0]}", {})
+    for key in path[1:-1]:
+        holder = holder.setdefault(key, {})
+    holder[path[-1]] = "plain-text"
+    assert [e.message for e in validator().iter_errors({"config": config})]
+    with pytest.raises(ConfigError, match="a secret written in plain text"):
+        read_stack_config(write_stack_file(tmp_path / "Pulumi.test.yaml", config))
 
 
 def _patterns(node: Any) -> Iterator[str]:

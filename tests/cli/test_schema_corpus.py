@@ -46,8 +46,9 @@ from inference_platform.config.errors import ConfigError
 from inference_platform.platform.model_cache import CACHE_PATH_RULE
 from inference_platform.platform.network import CIDR_RULE
 from inference_platform.serving.lora import MAX_NAME_LENGTH
-from inference_platform.serving.model_storage import MODEL_URI_RULE
+from inference_platform.serving.model_storage import MODEL_URI_RULE, S3_MAX_KEY_BYTES
 from inference_platform.serving.rollout_spec import TIMESTAMP_RULE
+from inference_platform.serving.runtimes import ModelSpec
 from inference_platform.stack.config import PROJECT, StackConfig
 from tests.conftest import full_config, write_stack_file
 
@@ -93,8 +94,16 @@ RULE_CASES: dict[SchemaRule, Cases] = {
             "s3://bucket/a/../b",
             "models/x",
             "",
+            "s3://bucket/" + "k" * (S3_MAX_KEY_BYTES + 1),
         ],
-        ["pvc://models/x", "s3://bucket", "gs://bucket/a/b", "https://example.com/m.tar.gz?v=1", "hf://org/model:main"],
+        [
+            "pvc://models/x",
+            "s3://bucket",
+            "gs://bucket/a/b",
+            "https://example.com/m.tar.gz?v=1",
+            "hf://org/model:main",
+            "s3://bucket/" + "k" * S3_MAX_KEY_BYTES,
+        ],
     ),
     CIDR_RULE: Cases(
         ["10.0.0.0/33", "300.0.0.0/8", "10.0.0/8", "example.com", "", "10.0.0.0/8/8"],
@@ -118,7 +127,11 @@ RENDER_ONLY: dict[SchemaRule, dict[str, Any]] = {
     CIDR_RULE: {"an IPv6 block that does not parse": "1:2:3"},
     LABELS_RULE: {},
     PINNED_IMAGE_RULE: {"an image name over 255 characters": "r/" + "a" * 254 + ":1"},
-    MODEL_URI_RULE: {"a Hugging Face path with more than owner and model": "hf://owner/model/extra"},
+    MODEL_URI_RULE: {
+        "a Hugging Face path with more than owner and model": "hf://owner/model/extra",
+        # JSON Schema counts characters: 1,024 of them, two bytes each in UTF-8.
+        "an S3 key of 1,024 characters past 1,024 bytes": "s3://bucket/" + "é" * S3_MAX_KEY_BYTES,
+    },
     TIMESTAMP_RULE: {"a date that is not in the calendar": "2026-13-45T10:15:00Z"},
     CACHE_PATH_RULE: {"a path with a '..' segment": "/var/lib/../models"},
 }
@@ -348,7 +361,26 @@ def corpus() -> list[Case]:
     return cases
 
 
-CORPUS = corpus()
+def lora_rank_cases(base: Config) -> list[Case]:
+    """maxLoraRank of an engine that takes some ranks only (LORA_RANKS, vLLM's MaxLoRARanks): each
+    number just past one of its ranks, and 24 (between 16 and 32), refused; each rank taken. Set on
+    the first model of such an engine that lists adapters (where the rank is checked against them)."""
+    variants = {get_args(v.model_fields["runtime"].annotation)[0]: v for v in get_args(get_args(ModelSpec)[0])}
+    cases: list[Case] = []
+    for index, model in enumerate(base[f"{PROJECT}:models"]):
+        ranks: tuple[int, ...] | None = getattr(variants[model["runtime"]], "LORA_RANKS", None)
+        if ranks is None or "maxLoraRank" not in model or cases:
+            continue
+        mistakes = sorted({24, *(rank + 1 for rank in ranks)} - set(ranks))
+        for value, refused in [(value, True) for value in mistakes] + [(rank, False) for rank in ranks]:
+            placed = copy.deepcopy(base)
+            placed[f"{PROJECT}:models"][index]["maxLoraRank"] = value
+            label = f"models.{index}.maxLoraRank={value}" + ("" if refused else " (valid)")
+            cases.append(Case(label, placed, "maxLoraRank", refused, refused))
+    return cases
+
+
+CORPUS = corpus() + lora_rank_cases(corpus_base())
 
 
 @pytest.fixture(scope="module")
@@ -420,6 +452,7 @@ def test_the_corpus_covers_every_constrained_field() -> None:
     used = {id(found[1]) for site in _sites(corpus_base()) if (found := _cases(site)) is not None}
     assert {id(cases) for cases in RULE_CASES.values()} <= used
     assert sum(case.refused for case in CORPUS) >= 100
+    assert any(case.field == "maxLoraRank" and case.id.endswith("=24") for case in CORPUS)
 
 
 def test_the_corpus_base_is_valid(tmp_path: Path) -> None:

@@ -342,8 +342,9 @@ def test_rollouts_that_do_not_parse_are_each_reported_at_their_line(repository: 
     assert raised.value.subject == "stack files"
     lines = [str(problem) for problem in raised.value.problems]
     assert lines == [
-        f"{repository}/Pulumi.dev.yaml:26:9: models[0] (iris).rollout.status.phase: Input should be 'shadow', "
-        "'canary', 'promoted' or 'rolled-back' (remove rollout.status to restart the rollout from its first step)",
+        f"{repository}/Pulumi.dev.yaml:26:9: models[0] (iris).rollout.status.phase: unknown value 'paused': use "
+        "one of shadow, canary, promoted, rolled-back (remove rollout.status to restart the rollout from its first "
+        "step)",
         f"{repository}/Pulumi.prod-a.yaml:4:5: models[0].rollout: must be a mapping of settings, not 'v2'",
     ]
 
@@ -480,7 +481,7 @@ def test_a_rollout_that_does_not_parse_exits_with_the_config_errors_code(
     assert (code, out) == (ExitCode.CONFIG_ERROR, "")
     assert err.splitlines()[:2] == [
         "invalid stack files (1 problem):",
-        "  Pulumi.dev.yaml:31:9: models[0] (iris).rollout.status.since: Value error, 'yesterday' is not an RFC 3339 "
+        "  Pulumi.dev.yaml:31:9: models[0] (iris).rollout.status.since: 'yesterday' is not an RFC 3339 "
         "time with its zone (e.g. 2026-12-06T10:15:00Z) (remove rollout.status to restart the rollout from its "
         "first step)",
     ]

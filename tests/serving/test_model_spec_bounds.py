@@ -97,14 +97,14 @@ BOUNDS: list[tuple[str, Callable[[Model], Any], Callable[[Model], Any], str, str
         "models[0].timeout",
         "'86400001ms' is longer than a day",
     ),
-    ("mirror-of-everything", mirror(100), mirror(100.001), "models[0].versions[2].mirrorPercent", "less than or equal"),
-    ("mirror-of-a-sliver", mirror(0.001), mirror(0), "models[0].versions[2].mirrorPercent", "greater than 0"),
+    ("mirror-of-everything", mirror(100), mirror(100.001), "models[0].versions[2].mirrorPercent", "at most"),
+    ("mirror-of-a-sliver", mirror(0.001), mirror(0), "models[0].versions[2].mirrorPercent", "more than 0"),
     (
         "an-idle-live-version",
         weights(100, 0),
         weights(100, -1),
         "models[0].versions[1].weight",
-        "greater than or equal to 0",
+        "at least 0",
     ),
     (
         "name-of-63-characters",
@@ -132,21 +132,21 @@ BOUNDS: list[tuple[str, Callable[[Model], Any], Callable[[Model], Any], str, str
         transformer_port(65535),
         transformer_port(65536),
         "models[0].transformer.port",
-        "less than or equal to 65535",
+        "at most 65535",
     ),
     (
         "retry-attempts",
         lambda model: model.update(retries={"attempts": 10}),
         lambda model: model.update(retries={"attempts": 11}),
         "models[0].retries.attempts",
-        "less than or equal to 10",
+        "at most 10",
     ),
     (
         "replicas",
         lambda model: model.update(replicas=1000),
         lambda model: model.update(replicas=1001),
         "models[0].replicas",
-        "less than or equal to 1000",
+        "at most 1000",
     ),
     (
         "autoscaling-equal-bounds",
@@ -160,7 +160,7 @@ BOUNDS: list[tuple[str, Callable[[Model], Any], Callable[[Model], Any], str, str
         lambda model: model.update(autoscaling={"maxReplicas": 3, "requestsPerSecond": 0.001}),
         lambda model: model.update(autoscaling={"maxReplicas": 3, "requestsPerSecond": 0.000999}),
         "models[0].autoscaling.requestsPerSecond",
-        "greater than or equal to 0.001",
+        "at least 0.001",
     ),
 ]
 

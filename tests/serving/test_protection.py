@@ -258,8 +258,8 @@ def test_a_single_replica_gets_no_disruption_budget() -> None:
     [
         ({"clients": {"allowCidrs": ["10.0.0.300/8"]}}, "not an IP address or CIDR block"),
         ({"clients": {"allowCidrs": ["10.0.0.0/8"], "denyCidrs": ["10.0.0.0/8"]}}, "both allowed and denied"),
-        ({"jwt": {"issuer": "x", "jwksUri": "http://insecure/jwks"}}, "should match pattern"),
-        ({"requireHeaders": [{"name": "X-Team", "values": ["a"]}]}, "should match pattern"),
+        ({"jwt": {"issuer": "x", "jwksUri": "http://insecure/jwks"}}, "must be an https:// URL"),
+        ({"requireHeaders": [{"name": "X-Team", "values": ["a"]}]}, "must be an HTTP header's name in lowercase"),
         ({"rateLimit": {"requestsPerSecond": 0}}, "greater than or equal to 1"),
         ({"circuitBreaker": {"maxEjectionPercent": 101}}, "less than or equal to 100"),
     ],

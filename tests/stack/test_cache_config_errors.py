@@ -142,11 +142,9 @@ CASES = [
         "npu-cache-nodes-not-declared",
         HEAD.replace("      size: 200Gi\n", "      size: 200Gi\n      nodes: npu\n"),
         [
-            # Two independent problems at once: the NPU nodes, and a GPU model that no NPU node can serve.
-            "{file}:13:7: models[0] (llama).cache: the model runs on GPU nodes, and platform.modelCache.nodes is "
-            "npu: its pods could not read the cache nodes' copy",
+            # One mistake, the cache's nodes: the GPU model it leaves out is named there, not a line of its own.
             "{file}:7:7: platform.modelCache.nodes: npu caches on the NPU nodes, and platform.npuNodes.pools "
-            "declares none: declare them, or cache on gpu",
+            "declares none: declare them, or cache on gpu, where llama runs",
         ],
     ),
     (

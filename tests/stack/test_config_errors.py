@@ -103,13 +103,13 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "payloads-sample-zero",
         lambda c: iris(c).update(analysis={"payloads": {"enabled": True, "sample": 0}}),
         "models[0].analysis.payloads.sample",
-        "greater than 0",
+        "more than 0",
     ),
     (
         "payloads-agreement-over-one",
         lambda c: iris(c).update(analysis={"payloads": {"minAgreement": 99}}),
         "models[0].analysis.payloads.minAgreement",
-        "less than or equal to 1",
+        "at most 1",
     ),
     (
         "payloads-unknown-protocol",
@@ -132,7 +132,7 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "mirror-zero",
         lambda c: version(c, 2).update(mirrorPercent=0),
         "models[0].versions[2].mirrorPercent",
-        "greater than 0",
+        "more than 0",
     ),
     (
         "mirror-over-100",
@@ -144,7 +144,7 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "weight-negative",
         lambda c: version(c, 0).update(weight=-10),
         "models[0].versions[0].weight",
-        "greater than or equal to 0",
+        "at least 0",
     ),
     (
         "weight-not-a-number",
@@ -196,7 +196,7 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
     ("missing-runtime", lambda c: iris(c).pop("runtime"), "models[0].runtime", "set runtime"),
     ("no-versions", lambda c: iris(c).update(versions=[]), "models[0].versions", "must not be empty"),
     ("models-not-a-list", set_key(MODELS, {"iris": {}}), "models", "must be a list"),
-    ("negative-replicas", lambda c: iris(c).update(replicas=-1), "models[0].replicas", "greater than or equal to 0"),
+    ("negative-replicas", lambda c: iris(c).update(replicas=-1), "models[0].replicas", "at least 0"),
     ("bad-timeout", lambda c: iris(c).update(timeout="a minute"), "models[0].timeout", "not a duration"),
     (
         "bad-quantity",
@@ -220,7 +220,7 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "retries-out-of-range",
         lambda c: iris(c).update(retries={"attempts": 50}),
         "models[0].retries.attempts",
-        "less than or equal to 10",
+        "at most 10",
     ),
     (
         "names-collide-across-models",
@@ -367,7 +367,7 @@ INVALID: list[tuple[str, Callable[[Config], Any], str, str]] = [
         "node-port-out-of-range",
         set_key("inference-platform:platform", {"ingress": {"nodePorts": {"http": 80}}}),
         "platform.ingress.nodePorts.http",
-        "greater than or equal to 30000",
+        "at least 30000",
     ),
     (
         "transformer-without-image",

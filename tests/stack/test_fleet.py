@@ -674,3 +674,42 @@ def test_diff_takes_a_whole_environment(tmp_path: Path, capsys: Any) -> None:
     # One stack's render against an environment's: refused, as neither reads as the other.
     assert main(["diff", str(tmp_path / "before" / "env-a"), str(tmp_path / "after")]) == 2
     assert "diff two of a kind" in capsys.readouterr().err
+
+
+def test_a_stack_of_its_own_listed_as_a_shard_is_one_problem(tmp_path: Path, capsys: Any) -> None:
+    """A whole stack's file (a domain, a namespace, no platformStack) among the shards: one mistake, one
+    line, not one per key it holds and another for the reference it lacks."""
+
+    def whole_stack(values: dict[str, Any]) -> dict[str, Any]:
+        del values[f"{PREFIX}{fleet.PLATFORM_STACK_KEY}"]
+        return values | {f"{PREFIX}domain": "elsewhere.example.com", f"{PREFIX}namespace": "other"}
+
+    paths = write(tmp_path, fleet_files(env_b=whole_stack))
+    (line,) = problems(capsys, render(PLATFORM, paths[PLATFORM], tmp_path / "out"), tmp_path / "out" / PLATFORM)
+    assert line == (
+        f"{paths['env-b']}: is a stack of its own (it sets domain, namespace), listed as a shard of the platform "
+        f"stack {PLATFORM} (its `shards`): drop it from them, or make it a shard (set platformStack, and leave the "
+        "platform's settings to the platform stack)"
+    )
+
+
+def test_a_shard_its_platform_stack_does_not_list_is_one_problem(
+    platform_render: tuple[dict[str, Path], Path], capsys: Any
+) -> None:
+    """A shard the platform stack does not list: its models' needs were never read by the platform, which
+    is the same mistake, not a second line."""
+    paths, out = platform_render
+    values = fleet_files()["env-b"]
+    values[f"{PREFIX}models"] = [
+        {
+            "name": "big",
+            "runtime": "vllm",
+            "gpu": {"mode": "exclusive", "count": 8},
+            "nodes": 2,
+            "tensorParallelSize": 8,
+            "versions": [{"name": "v1", "modelUri": "pvc://m/big", "weight": 100}],
+        }
+    ]
+    stray = write_stack_file(paths["env-b"].with_name("Pulumi.env-c.yaml"), values)
+    (line,) = problems(capsys, render("env-c", stray, out), out / "env-c")
+    assert line == f"{stray}:2:3: platformStack: the platform stack {PLATFORM} does not list this stack in its shards"

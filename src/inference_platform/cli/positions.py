@@ -10,7 +10,7 @@ it: for a missing key, the mapping that should hold it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,11 @@ def _start(node: Any) -> tuple[int, int]:
 class PositionIndex:
     """A stack file's round-trip document, asked where a config path is."""
 
-    def __init__(self, document: Any) -> None:
+    def __init__(self, document: Any, aliases: Mapping[tuple[int | str, ...], tuple[int, int]] | None = None) -> None:
         self._document = document
+        self._aliases = aliases or {}
+        """Where each alias (`*v1`) is, by its path in the document: ruamel records an aliased node's
+        positions at its anchor only."""
 
     @classmethod
     def from_text(cls, text: str) -> PositionIndex | None:
@@ -73,7 +76,7 @@ class PositionIndex:
         yaml = YAML(typ="rt")
         yaml.allow_duplicate_keys = True
         try:
-            return cls(yaml.load(text))
+            return cls(yaml.load(text), _alias_positions(yaml.parse(text)))
         except (YAMLError, RecursionError):
             return None
 
@@ -102,7 +105,54 @@ class PositionIndex:
             node = node[key]
             if isinstance(key, int) and (name := item_name(node)) is not None:
                 names[depth] = name
+            alias = self._aliases.get(("config", first, *keys[1 : depth + 1]))
+            if alias is not None:
+                # Inside an alias: what it repeats is written at its anchor; the mistake is the alias.
+                line, column = alias
+                break
         return Location(line, column, names)
+
+
+def _alias_positions(events: Iterable[Any]) -> dict[tuple[int | str, ...], tuple[int, int]]:
+    """The path of each alias in a YAML document (its keys and indexes) with its line and column
+    (from 0, as ruamel's), read from the parser's events."""
+    found: dict[tuple[int | str, ...], tuple[int, int]] = {}
+    # Each open collection: its path, and the next item's index (a sequence) or None and the key
+    # read (a mapping: a key is awaited while `key` is the sentinel).
+    stack: list[list[Any]] = []
+    awaited = object()
+
+    def place() -> tuple[int | str, ...] | None:
+        """The path of the node an event starts; None for a mapping's key."""
+        if not stack:
+            return ()
+        path, index, key = stack[-1]
+        if index is not None:
+            stack[-1][1] += 1
+            return (*path, index)
+        if key is awaited:
+            return None
+        stack[-1][2] = awaited
+        return (*path, key)
+
+    for event in events:
+        kind = type(event).__name__
+        if kind in ("ScalarEvent", "AliasEvent", "SequenceStartEvent", "MappingStartEvent"):
+            at = place()
+            if at is None:  # a mapping's key
+                stack[-1][2] = event.value if kind == "ScalarEvent" else object()
+                if kind in ("SequenceStartEvent", "MappingStartEvent"):
+                    stack.append([(), None, awaited])  # a complex key: read past, never a path
+                continue
+            if kind == "AliasEvent":
+                found[at] = (event.start_mark.line, event.start_mark.column)
+            elif kind == "SequenceStartEvent":
+                stack.append([at, 0, None])
+            elif kind == "MappingStartEvent":
+                stack.append([at, None, awaited])
+        elif kind in ("SequenceEndEvent", "MappingEndEvent"):
+            stack.pop()
+    return found
 
 
 def named_path(keys: Loc, names: Mapping[int, str]) -> str:

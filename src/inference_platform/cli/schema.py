@@ -17,13 +17,26 @@ SECURE_VALUE = {
 }
 
 
+SECURE_REF = {"$ref": "#/$defs/SecureValue"}
+_ANNOTATIONS = ("title", "description", "default")
+
+
+def secure_only(generated: dict[str, Any]) -> dict[str, Any]:
+    """A secret setting's schema: a `{secure: ...}` value (or null, where the setting may be unset),
+    with the generated schema's title, description and default."""
+    nullable = {"type": "null"} in generated.get("anyOf", [])
+    value: dict[str, Any] = {"anyOf": [SECURE_REF, {"type": "null"}]} if nullable else dict(SECURE_REF)
+    return value | {key: generated[key] for key in _ANNOTATIONS if key in generated}
+
+
 def stack_file_schema() -> dict[str, Any]:
     config = StackConfig.model_json_schema(by_alias=True, mode="validation")
     definitions = config.pop("$defs", {})
-    # Settings marked secret (config/secrets.py): their values are `{secure: <ciphertext>}` in a stack file.
+    # Settings marked secret (config/secrets.py): their values are `{secure: <ciphertext>}` in a stack
+    # file, never plain text (which the render refuses).
     for model, key in sorted(secret_fields(StackConfig), key=lambda field: (field[0].__name__, field[1])):
         properties = definitions[model.__name__]["properties"]
-        properties[key] = {"anyOf": [properties[key], {"$ref": "#/$defs/SecureValue"}]}
+        properties[key] = secure_only(properties[key])
     definitions["SecureValue"] = SECURE_VALUE
     properties = {f"{PROJECT}:{key}": value for key, value in config["properties"].items()}
     required = [f"{PROJECT}:{key}" for key in config.get("required", [])]

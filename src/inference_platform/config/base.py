@@ -17,9 +17,18 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    ValidationError,
+)
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from inference_platform.config.errors import (
     ConfigError,
@@ -147,6 +156,31 @@ class SchemaRule:
 
     def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
         return {**handler(core_schema), **self.keywords}
+
+
+class Matches:
+    """A string setting's form: the pattern a value must match (searched, as pydantic's `pattern`
+    is), and what such a value looks like in words, which a value that does not match is told
+    ("must be an https:// URL (got 'http://x')"), never the regex. The JSON schema shows the pattern."""
+
+    def __init__(self, pattern: str, looks_like: str) -> None:
+        self.pattern = pattern
+        self.looks_like = looks_like
+        self._regex = re.compile(pattern)
+
+    def __repr__(self) -> str:
+        return f"Matches({self.pattern!r}, {self.looks_like!r})"
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        return {**handler(schema), "pattern": self.pattern}
+
+    def _check(self, value: str) -> str:
+        if self._regex.search(value) is None:
+            raise PydanticCustomError("pattern", "must be {looks_like}", {"looks_like": self.looks_like})
+        return value
 
 
 def ecma_pattern(pattern: re.Pattern[str] | str) -> str:

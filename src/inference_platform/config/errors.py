@@ -280,6 +280,47 @@ def _tag_of(model: type[BaseModel]) -> str | None:
 
 _QUOTED = re.compile(r"'([^']*)'")
 
+# Pydantic's bounds and lengths, in the stack file's words: kind -> (context key, sentence).
+_CONSTRAINTS = {
+    "greater_than_equal": ("ge", "must be at least {}"),
+    "greater_than": ("gt", "must be more than {}"),
+    "less_than_equal": ("le", "must be at most {}"),
+    "less_than": ("lt", "must be less than {}"),
+    "multiple_of": ("multiple_of", "must be a multiple of {}"),
+    "string_too_long": ("max_length", "must be at most {} characters"),
+    "string_too_short": ("min_length", "must be at least {} characters"),
+    "too_long": ("max_length", "must hold at most {} items"),
+    "too_short": ("min_length", "must hold at least {} items"),
+}
+
+
+def _constraint(kind: str, ctx: Mapping[str, Any]) -> str:
+    key, sentence = _CONSTRAINTS[kind]
+    bound = ctx.get(key)
+    if kind in ("string_too_long", "string_too_short", "too_long", "too_short") and bound == 1:
+        sentence = sentence.replace("characters", "character").replace("items", "item")
+    if isinstance(bound, float) and bound.is_integer():
+        bound = int(bound)
+    return sentence.format(_yaml_shown(bound) if not isinstance(bound, str) else bound)
+
+
+_SHOW_THEIR_VALUE = ("dns", "quantity", "duration", "model_uri", "union_mismatch", "cache_path")
+"""Error kinds whose messages say the value their own way: no `(got ...)` after them."""
+_LIBRARY_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def _own_words(error: Any, message: str) -> str:
+    """A validator's own ValueError (or assert) as it said it, without pydantic's "Value error, ";
+    any other of pydantic's sentences ("Input should be a valid ...") as "must be a valid ..."."""
+    text = str(error) if error is not None else message
+    for prefix in _LIBRARY_PREFIXES:
+        text = text.removeprefix(prefix)
+    if text.startswith("Input should be "):
+        return "must be " + text.removeprefix("Input should be ")
+    if text.startswith("String should match pattern"):
+        return "does not have the form this setting takes (its description says it)"
+    return text or "not a valid value"
+
 
 def _message(
     item: Any,
@@ -313,9 +354,12 @@ def _message(
         return "", f"must be a mapping of settings, not {_shown(item['input'])}"
     if kind in _SCALAR_TYPES:
         return "", f"must be {_SCALAR_TYPES[kind]}, not {_yaml_shown(item['input'])}"
-    message = str(item["msg"])
-    if not kind.startswith(("dns", "quantity", "duration", "model_uri", "union_mismatch", "cache_path")):
-        message += f" (got {_shown(item['input'])})"
+    if kind in _CONSTRAINTS:
+        return "", f"{_constraint(kind, ctx)} (got {_shown(item['input'])})"
+    message = _own_words(ctx.get("error") if kind in ("value_error", "assertion_error") else None, str(item["msg"]))
+    shown = _shown(item["input"])
+    if not kind.startswith(_SHOW_THEIR_VALUE) and shown not in message:
+        message += f" (got {shown})"
     return "", message
 
 
@@ -338,7 +382,7 @@ def problems_from_errors(
 ) -> list[Problem]:
     """Every problem of pydantic's error items (a validation's, or config/partial.py's), sorted by path."""
     problems: list[Problem] = []
-    for item in _one_per_union(list(errors)):
+    for item in _misspelt_not_missing(_one_per_union(list(errors)), model):
         settings = _settings_at(model, item["loc"][:-1]) if item["type"] == "extra_forbidden" else []
         loc, selected = _strip_tags([*prefix, *item["loc"]], unions)
         path = format_path(loc)
@@ -351,6 +395,20 @@ def problems_from_errors(
         extra, message = _message(item, loc, unions, selected, settings)
         problems.append(Problem(join_path(path, extra), message, (*loc, *parse_path(extra))))
     return sorted(set(problems), key=problem_order)
+
+
+def _misspelt_not_missing(items: list[Any], model: type[BaseModel] | None) -> list[Any]:
+    """A required setting written with a slip (`model\u00a0Uri`, a non-breaking space in it) is one
+    mistake, the unknown key that says what it was meant to be: not also the setting as missing."""
+    meant = set()
+    for item in items:
+        if item["type"] == "extra_forbidden":
+            parent = tuple(item["loc"][:-1])
+            close = difflib.get_close_matches(
+                str(item["loc"][-1]), _settings_at(model, parent), n=1, cutoff=SUGGESTION_CUTOFF
+            )
+            meant |= {(*parent, close[0])} if close else set()
+    return [item for item in items if not (item["type"] == "missing" and tuple(item["loc"]) in meant)]
 
 
 # How pydantic labels the variant of a union (tried one after another) in an error's path: a type

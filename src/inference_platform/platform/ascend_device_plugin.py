@@ -19,7 +19,7 @@ import pulumi
 from pydantic import Field
 
 from inference_platform import pins
-from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.config.base import ConfigModel, DNS1123Label, Matches
 from inference_platform.kube import register
 from inference_platform.platform import ascend, hami
 from inference_platform.platform.helm import dependencies
@@ -63,7 +63,13 @@ CHECKOV_SKIPS = {
 class AscendDevicePluginConfig(ConfigModel):
     """HAMi's Ascend device plugin, installed on the NPU nodes when some model runs on Ascend NPUs."""
 
-    image: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+$")] = Field(
+    image: Annotated[
+        str,
+        Matches(
+            r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+$",
+            "an image <registry>/<repository>:<tag> (registry and repository in lowercase)",
+        ),
+    ] = Field(
         default=pins.ASCEND_DEVICE_PLUGIN_IMAGE,
         description="The plugin's image (registry/repository:tag): an air-gapped cluster's mirror of the pinned one.",
     )

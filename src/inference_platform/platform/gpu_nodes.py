@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from inference_platform.config.base import ConfigModel, Labels, config_problems
+from inference_platform.config.base import ConfigModel, Labels, Matches, config_problems
 
 # The NVIDIA device plugin's resource (HAMi reuses it as the count of vGPUs); GPU nodes are tainted with it.
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -44,7 +44,16 @@ class GpuNodes(ConfigModel):
     gpus_per_node: Annotated[int, Field(ge=1, le=64)] | None = Field(
         default=None, description="GPUs on each GPU node, for the capacity plan (with count)."
     )
-    group_topology_key: Annotated[str, Field(pattern=r"^([a-z0-9.-]+/)?[A-Za-z0-9._-]+$")] | None = Field(
+    group_topology_key: (
+        Annotated[
+            str,
+            Matches(
+                r"^([a-z0-9.-]+/)?[A-Za-z0-9._-]+$",
+                "a label key: an optional lowercase prefix and '/', then letters, digits, '.', '_' and '-'",
+            ),
+        ]
+        | None
+    ) = Field(
         default="topology.kubernetes.io/zone",
         description="The node label a multi-node group stays within (LeaderWorkerSet's exclusive topology: one "
         "group per domain, e.g. a rack's or an NVLink clique's label); null places groups anywhere.",

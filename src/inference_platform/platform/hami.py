@@ -11,7 +11,7 @@ import pulumi
 from pydantic import Field
 
 from inference_platform import pins
-from inference_platform.config.base import ConfigModel, DNS1123Label
+from inference_platform.config.base import ConfigModel, DNS1123Label, Matches
 from inference_platform.platform import pod_security
 from inference_platform.platform.gpu_nodes import GPU_RESOURCE, GpuNodes
 from inference_platform.platform.helm import merge_values, own_namespace, release
@@ -47,12 +47,12 @@ class Sharing:
 class KubeSchedulerImage(ConfigModel):
     """Where HAMi's kube-scheduler comes from; its tag is always the cluster's version."""
 
-    registry: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:[0-9]+)?$")] = Field(
-        default=pins.KUBE_SCHEDULER_REGISTRY, description="An air-gapped cluster's mirror of registry.k8s.io."
-    )
-    repository: Annotated[str, Field(pattern=r"^[a-z0-9._/-]+$")] = Field(
-        default=pins.KUBE_SCHEDULER_REPOSITORY, description="The image's repository in that registry."
-    )
+    registry: Annotated[
+        str, Matches(r"^[a-z0-9.-]+(:[0-9]+)?$", "a registry's host in lowercase, with an optional :port")
+    ] = Field(default=pins.KUBE_SCHEDULER_REGISTRY, description="An air-gapped cluster's mirror of registry.k8s.io.")
+    repository: Annotated[
+        str, Matches(r"^[a-z0-9._/-]+$", "a repository path of lowercase letters, digits, '.', '_', '/' and '-'")
+    ] = Field(default=pins.KUBE_SCHEDULER_REPOSITORY, description="The image's repository in that registry.")
 
 
 class HamiConfig(ConfigModel):
@@ -93,7 +93,7 @@ class HamiConfig(ConfigModel):
 class HamiArgs(ConfigModel):
     config: HamiConfig
     nodes: GpuNodes = Field(description="The GPU nodes HAMi's device plugin runs on.")
-    kubernetes_version: Annotated[str, Field(pattern=r"^1\.[0-9]+\.[0-9]+$")] = Field(
+    kubernetes_version: Annotated[str, Matches(r"^1\.[0-9]+\.[0-9]+$", "a Kubernetes version such as 1.30.4")] = Field(
         description="The cluster's version, which HAMi's kube-scheduler must match."
     )
     npu_nodes: NpuNodes | None = Field(

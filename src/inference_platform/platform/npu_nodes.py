@@ -8,7 +8,14 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from inference_platform.config.base import ConfigModel, DNS1123Label, Labels, config_problems, duplicate_problems
+from inference_platform.config.base import (
+    ConfigModel,
+    DNS1123Label,
+    Labels,
+    Matches,
+    config_problems,
+    duplicate_problems,
+)
 from inference_platform.platform import ascend
 from inference_platform.platform.ascend import AscendType
 from inference_platform.platform.gpu_nodes import Toleration
@@ -46,7 +53,16 @@ class NpuNodes(ConfigModel):
         description="HAMi's hami-vnpu-core on every NPU node (devices.ascend.hamiVnpuCore): lets vNPU models use "
         "slicing: soft; a node's hami-vnpu-core annotation overrides it.",
     )
-    group_topology_key: Annotated[str, Field(pattern=r"^([a-z0-9.-]+/)?[A-Za-z0-9._-]+$")] | None = Field(
+    group_topology_key: (
+        Annotated[
+            str,
+            Matches(
+                r"^([a-z0-9.-]+/)?[A-Za-z0-9._-]+$",
+                "a label key: an optional lowercase prefix and '/', then letters, digits, '.', '_' and '-'",
+            ),
+        ]
+        | None
+    ) = Field(
         default="topology.kubernetes.io/zone",
         description="The node label a multi-node group stays within (one group per domain); null places groups "
         "anywhere.",

@@ -15,7 +15,7 @@ import pulumi
 from pydantic import Field
 
 from inference_platform import pins
-from inference_platform.config.base import ConfigModel, DNS1123Label, Duration, Labels, Quantity
+from inference_platform.config.base import ConfigModel, DNS1123Label, Duration, Labels, Matches, Quantity
 from inference_platform.platform import pod_security
 from inference_platform.platform.helm import chart, merge_values, own_namespace
 
@@ -133,12 +133,16 @@ class PrometheusConfig(ConfigModel):
         description="Install Prometheus (autoscaling on custom metrics, KEDA, alerts and dashboards need it).",
     )
     namespace: DNS1123Label = Field(default="monitoring", description="Prometheus' namespace.")
-    retention: Annotated[str, Field(pattern=r"^[0-9]+(ms|s|m|h|d|w|y)$")] = Field(
-        default="15d", description="How long samples are kept."
-    )
-    retention_size: Annotated[str, Field(pattern=r"^[0-9]+(KB|MB|GB|TB|PB)$")] | None = Field(
-        default=None, description="The most disk samples may take (512MB, 40GB); none: no size bound."
-    )
+    retention: Annotated[
+        str, Matches(r"^[0-9]+(ms|s|m|h|d|w|y)$", "a whole number and its unit (ms, s, m, h, d, w or y), such as 15d")
+    ] = Field(default="15d", description="How long samples are kept.")
+    retention_size: (
+        Annotated[
+            str,
+            Matches(r"^[0-9]+(KB|MB|GB|TB|PB)$", "a whole number and its unit (KB, MB, GB, TB or PB), such as 50GB"),
+        ]
+        | None
+    ) = Field(default=None, description="The most disk samples may take (512MB, 40GB); none: no size bound.")
     scrape_interval: Duration = Field(
         default="15s",
         description="requests_per_second is a rate over one minute, which needs several samples in it.",

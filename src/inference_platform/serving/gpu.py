@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from inference_platform.config.base import ConfigModel, config_problems
+from inference_platform.config.base import ConfigModel, Matches, config_problems
 from inference_platform.config.errors import Discriminated
 from inference_platform.platform.gpu_nodes import GPU_RESOURCE, GpuNodes
 from inference_platform.platform.hami import GPU_CORES_RESOURCE, GPU_MEMORY_PERCENT_RESOURCE, GPU_MEMORY_RESOURCE
@@ -134,9 +134,13 @@ class SharedGpu(ConfigModel):
     mode: Literal["shared"] = Field(
         default="shared", description="NVIDIA_VISIBLE_DEVICES only, on GPU nodes; the scheduler does not see this use."
     )
-    visible_devices: Annotated[str, Field(pattern=r"^(all|[0-9]+(,[0-9]+)*|GPU-[0-9a-f-]+(,GPU-[0-9a-f-]+)*)$")] = (
-        Field(default="all", description="'all', device indices (0,1) or GPU UUIDs.")
-    )
+    visible_devices: Annotated[
+        str,
+        Matches(
+            r"^(all|[0-9]+(,[0-9]+)*|GPU-[0-9a-f-]+(,GPU-[0-9a-f-]+)*)$",
+            "all, GPU indexes (0,1) or GPU UUIDs (GPU-...), separated by commas",
+        ),
+    ] = Field(default="all", description="'all', device indices (0,1) or GPU UUIDs.")
 
     @property
     def device_count(self) -> int | None:

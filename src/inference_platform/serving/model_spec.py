@@ -17,6 +17,7 @@ from inference_platform.config.base import (
     DNS1035Label,
     DNS1123Label,
     Duration,
+    Matches,
     Percent,
     PinnedImage,
     Quantity,
@@ -50,9 +51,14 @@ MAX_NAME_LENGTH = 63
 
 
 class EnvVar(ConfigModel):
-    name: Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)] = Field(
-        description="The variable's name."
-    )
+    name: Annotated[
+        str,
+        Field(max_length=256),
+        Matches(
+            r"^[-._a-zA-Z][-._a-zA-Z0-9]*$",
+            "a variable name: letters, digits, '.', '_' and '-', not starting with a digit",
+        ),
+    ] = Field(description="The variable's name.")
     value: str = Field(description="Its value, as a string.")
 
 
@@ -136,7 +142,7 @@ class TransformerSpec(ConfigModel):
         description="[{name, value}] added to its container (beside PREDICTOR_HOST=localhost:<server port>).",
     )
     resources: Resources = Field(default=Resources(), description="Its container's requests and limits.")
-    health_path: Annotated[str, Field(pattern=r"^/")] | None = Field(
+    health_path: Annotated[str, Matches(r"^/", "a path starting with /")] | None = Field(
         default=None, description="HTTP path that answers 200 when ready; a TCP check on the port when unset."
     )
     run_as_user: Annotated[int, Field(ge=1, le=2147483647)] | None = Field(
@@ -156,7 +162,12 @@ class RetryPolicy(ConfigModel):
     )
     # Only failures where the request never reached the model: retrying those is always safe. (A
     # 503 or gRPC UNAVAILABLE may come from the server itself, and retrying would pile load on it.)
-    retry_on: Annotated[str, Field(pattern=r"^[a-z0-9-]+(,[a-z0-9-]+)*$")] = Field(
+    retry_on: Annotated[
+        str,
+        Matches(
+            r"^[a-z0-9-]+(,[a-z0-9-]+)*$", "Envoy retry conditions separated by commas, without spaces (5xx,reset)"
+        ),
+    ] = Field(
         default="connect-failure,refused-stream,reset-before-request",
         description="Envoy's retry conditions, comma-separated; the default retries only requests "
         "that never reached the model.",
@@ -323,9 +334,12 @@ class ModelSpecBase(ConfigModel):
             names = [v.name for v in self.versions]
             live_weight = self.live_weights.get(self.rollout.candidate) or 0
             problems += self.rollout.problems(names, self.primary.name, self.analysis.window, live_weight)
-        if not live:
+        # A version that is neither live nor a shadow (no weight, `weight: ~`) is its own problem: the
+        # weights cannot be added up without it, and are not reported beside it.
+        undecided = any(v.weight is None and v.mirror_percent is None for v in self.versions)
+        if not live and not undecided:
             problems.append(("versions", "no live version: give at least one version a weight"))
-        else:
+        elif not undecided:
             total = sum(v.weight or 0 for v in live)
             if total != 100:
                 shares = ", ".join(f"{v.name}={v.weight}" for v in live)

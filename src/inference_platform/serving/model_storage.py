@@ -26,6 +26,7 @@ from inference_platform.config.base import (
     DNS1123_SUBDOMAIN_RULE,
     ConfigModel,
     DNS1123Label,
+    Matches,
     SchemaRule,
     check_dns1123_subdomain,
     config_problems,
@@ -46,6 +47,8 @@ AWS_CREDENTIALS_FILE = "aws-credentials"
 GCS_KEY_FILE = "gcs-service-account.json"
 HF_TOKEN_FILE = "hf-token"
 DEFAULT_PORTS = {"s3": 443, "gs": 443, "hf": 443, "https": 443, "http": 80}
+S3_MAX_KEY_BYTES = 1024
+"""The longest object key S3 takes, in bytes of its UTF-8 (Amazon S3's "Naming objects")."""
 
 
 def _fail(kind: str, message: str, value: str) -> PydanticCustomError:
@@ -73,7 +76,18 @@ def check_model_uri(value: str) -> str:
         _check_hf(value)
     elif parts.scheme in ("http", "https") and (not path or path.endswith("/")):
         raise _fail("http", "'{value}' must name a file (an archive is unpacked): a URL ending in a file name", value)
+    elif parts.scheme == "s3" and len(s3_key(value).encode()) > S3_MAX_KEY_BYTES:
+        raise PydanticCustomError(
+            "model_uri_key",
+            "its object key (after the bucket) is {bytes} bytes in UTF-8: S3 takes at most {most}",
+            {"bytes": len(s3_key(value).encode()), "most": f"{S3_MAX_KEY_BYTES:,}"},
+        )
     return value
+
+
+def s3_key(model_uri: str) -> str:
+    """The object key (or prefix) of an s3:// URI as written: all after s3://<bucket>/."""
+    return model_uri.split("/", 3)[3] if model_uri.count("/") >= 3 else ""
 
 
 # hf://<owner>/<model>[:<revision>]: the revision is whatever the Hub takes, a branch (slashes
@@ -127,6 +141,9 @@ def _uri_pattern(schemes: Sequence[str], rest: str) -> str:
 _SUBDOMAIN = str(DNS1123_SUBDOMAIN_RULE.keywords["pattern"]).removeprefix("^").removesuffix("$")
 # check_model_uri's rules, for editors (JSON Schema): each scheme's shape, and no '..' in the path.
 # Not said: a claim's 253 characters, and a Hugging Face revision's shape (past hf://<owner>/<model>).
+# An S3 key's 1,024 bytes are bounded as 1,024 characters (JSON Schema counts characters, never
+# bytes; a character is one to four bytes): a longer key is flagged, one of non-ASCII characters
+# that is within 1,024 characters and past 1,024 bytes is left to the render.
 MODEL_URI_RULE = SchemaRule(
     anyOf=[
         {"pattern": _uri_pattern(MOUNTED_SCHEMES, rf"{_SUBDOMAIN}/[^?#]*[^/?#][^?#]*\??#?$")},
@@ -139,6 +156,7 @@ MODEL_URI_RULE = SchemaRule(
             "anyOf": [
                 {"pattern": r"^[^:]+://[^/?#]*/([^?#]*/)?\.\.(/|[?#]|$)"},
                 {"pattern": _uri_pattern(MOUNTED_SCHEMES, r"([^/?#]*\.)?[^/?#.]{64}")},
+                {"pattern": _uri_pattern(("s3",), rf"[^/]*/[\s\S]{{{S3_MAX_KEY_BYTES + 1}}}")},
             ]
         }
     },
@@ -158,7 +176,7 @@ def pvc_location(model_uri: str) -> tuple[str, str]:
 
 
 class S3Settings(ConfigModel):
-    endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]+")] | None = Field(
+    endpoint: Annotated[str, Matches(r"^https?://[^\s/]+", "an http:// or https:// URL")] | None = Field(
         default=None, description="S3-compatible endpoint URL (MinIO, Ceph, ...); AWS when unset."
     )
     region: str | None = Field(default=None, description="The bucket's region.")

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, model_validator
 
-from inference_platform.config.base import ConfigModel, Duration, config_problems
+from inference_platform.config.base import ConfigModel, Duration, Matches, config_problems
 from inference_platform.platform.network import CIDR_RULE
 from inference_platform.serving.envoy_filter import HTTP_CONNECTION_MANAGER, inbound_http_filter
 
@@ -32,7 +32,9 @@ def _cidr(value: str) -> str:
 
 
 Cidr = Annotated[str, AfterValidator(_cidr), CIDR_RULE]
-HeaderName = Annotated[str, Field(pattern=r"^[a-z0-9!#$%&'*+.^_`|~-]+$", max_length=256)]
+HeaderName = Annotated[
+    str, Field(max_length=256), Matches(r"^[a-z0-9!#$%&'*+.^_`|~-]+$", "an HTTP header's name in lowercase")
+]
 
 
 class RateLimit(ConfigModel):
@@ -62,7 +64,7 @@ class HeaderRequirement(ConfigModel):
 
 class JwtRequirement(ConfigModel):
     issuer: Annotated[str, Field(min_length=1)] = Field(description="The tokens' issuer (iss).")
-    jwks_uri: Annotated[str, Field(pattern=r"^https://\S+$")] = Field(
+    jwks_uri: Annotated[str, Matches(r"^https://\S+$", "an https:// URL")] = Field(
         description="Where the issuer's signing keys are published (https)."
     )
     audiences: list[str] = Field(default_factory=list, description="Accepted audiences (aud); none: any.")

@@ -25,7 +25,7 @@ from inference_platform.config.base import (
     duration_nanoseconds,
     ecma_pattern,
 )
-from inference_platform.config.errors import format_path
+from inference_platform.config.errors import problems_from_validation
 
 RolloutPhase = Literal["shadow", "canary", "promoted", "rolled-back"]
 """Where a rollout stands: a dark launch (the candidate mirrored), a canary step, or finished."""
@@ -171,7 +171,7 @@ class RolloutSpec(ConfigModel):
             status: RolloutStatus | None = handler(value)
         except ValidationError as error:
             raise config_problems(
-                [(format_path(e["loc"]), f"{e['msg']} ({RESTART_HINT})") for e in error.errors(include_url=False)]
+                [(problem.path, f"{problem.message} ({RESTART_HINT})") for problem in problems_from_validation(error)]
             ) from None
         return status
 
@@ -190,14 +190,16 @@ class RolloutSpec(ConfigModel):
         problems: list[tuple[str, str]] = []
         status = self.status
         finished = status is not None and status.finished
-        if self.candidate not in versions:
+        one_version = len(versions) < 2 and not finished
+        if one_version:
+            # One mistake: whatever the candidate names, it cannot be a version beside the primary.
+            problems.append(("rollout", "the model has one version: a rollout needs a candidate beside the primary"))
+        elif self.candidate not in versions:
             problems.append(
                 ("rollout.candidate", f"{self.candidate!r} is not one of the model's versions ({', '.join(versions)})")
             )
-        if len(versions) < 2 and not finished:
-            problems.append(("rollout", "the model has one version: a rollout needs a candidate beside the primary"))
         started_from = primary if status is None else status.primary
-        if self.candidate == started_from and not finished:
+        if self.candidate == started_from and not finished and not one_version:
             problems.append(
                 ("rollout.candidate", f"{self.candidate!r} is the model's primary: roll out another version")
             )

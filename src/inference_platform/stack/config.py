@@ -20,6 +20,7 @@ from inference_platform.config.base import (
     ConfigModel,
     DNS1123Label,
     DNSSubdomain,
+    Matches,
     config_problems,
     duplicate_problems,
     find_cycles,
@@ -53,6 +54,7 @@ from inference_platform.platform.prometheus import SERVER_PORT, PrometheusConfig
 from inference_platform.platform.prometheus_adapter import PrometheusAdapterConfig
 from inference_platform.serving.gpu import GPU_MODE_UNION, VirtualGpu
 from inference_platform.serving.inference_service.routing import mesh_route_name
+from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion
 from inference_platform.serving.model_storage import StorageCredentials, is_downloaded, needs_s3_credentials
 from inference_platform.serving.payload_comparator import PayloadComparatorConfig
 from inference_platform.serving.pipeline.spec import PipelineSpec
@@ -65,8 +67,16 @@ UNIONS = (RUNTIME_UNION, GPU_MODE_UNION)
 
 MAX_HOST_LENGTH = 253
 # Pulumi's stack names, and a StackReference's fully qualified name (<org>/<project>/<stack>).
-StackName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
-StackReferenceName = Annotated[str, Field(pattern=r"^([A-Za-z0-9_.-]{1,100}/){0,2}[A-Za-z0-9_.-]{1,100}$")]
+StackName = Annotated[
+    str, Matches(r"^[A-Za-z0-9_.-]{1,100}$", "a stack's name: 1 to 100 letters, digits, '_', '.' and '-'")
+]
+StackReferenceName = Annotated[
+    str,
+    Matches(
+        r"^([A-Za-z0-9_.-]{1,100}/){0,2}[A-Za-z0-9_.-]{1,100}$",
+        "a stack's name, <project>/<stack> or <organization>/<project>/<stack>",
+    ),
+]
 # A Gateway API Gateway holds at most 64 listeners; one is the plain HTTP listener.
 MAX_GATEWAY_LISTENERS = 64
 MAX_TLS_POOL_MODELS = MAX_GATEWAY_LISTENERS - 1
@@ -75,9 +85,9 @@ MAX_TLS_POOL_MODELS = MAX_GATEWAY_LISTENERS - 1
 class PlatformConfig(ConfigModel):
     """The cluster-wide pieces models run on; each can be switched off."""
 
-    kubernetes_version: Annotated[str, Field(pattern=r"^1\.[0-9]+\.[0-9]+$")] | None = Field(
-        default=None, description="The cluster's version (1.30.4); HAMi runs a kube-scheduler of this version."
-    )
+    kubernetes_version: (
+        Annotated[str, Matches(r"^1\.[0-9]+\.[0-9]+$", "a Kubernetes version such as 1.30.4")] | None
+    ) = Field(default=None, description="The cluster's version (1.30.4); HAMi runs a kube-scheduler of this version.")
     ingress: IngressGatewayConfig = Field(
         default_factory=IngressGatewayConfig, description="Istio: the ingress gateway and the mesh's control plane."
     )
@@ -282,12 +292,27 @@ class StackConfig(ConfigModel):
         cache nodes' kind must be declared, and what each holds must fit its size."""
         cache = self.platform.model_cache
         problems = []
-        if cache.enabled and "npu" in cache.kinds and not self.platform.npu_nodes.pools:
+        settings = [
+            (f"models[{index}].{path}", model, version)
+            for index, model in enumerate(self.models)
+            for path, version in model.cache_settings()
+        ]
+        elsewhere = list(
+            dict.fromkeys(
+                model.name
+                for _, model, version in settings
+                if is_downloaded(version.model_uri) and model.accelerator_kind not in cache.kinds
+            )
+        )
+        # One mistake, platform.modelCache.nodes: the models that run on other nodes are named there.
+        undeclared = cache.enabled and "npu" in cache.kinds and not self.platform.npu_nodes.pools
+        if undeclared:
+            runs = f", where {', '.join(elsewhere)} run{'s' if len(elsewhere) == 1 else ''}" if elsewhere else ""
             problems.append(
                 (
                     "platform.modelCache.nodes",
                     f"{cache.nodes} caches on the NPU nodes, and platform.npuNodes.pools declares none: "
-                    "declare them, or cache on gpu",
+                    f"declare them, or cache on gpu{runs}",
                 )
             )
         selectors: dict[str, tuple[str, dict[str, str]]] = {
@@ -296,7 +321,7 @@ class StackConfig(ConfigModel):
         }
         for kind in cache.kinds if cache.enabled else ():
             key, selector = selectors[kind]
-            if not selector:
+            if not selector and not (kind == "npu" and undeclared):
                 problems.append(
                     (
                         f"platform.{key}.nodeSelector",
@@ -304,33 +329,54 @@ class StackConfig(ConfigModel):
                         "found by these labels: with none, no node would hold a cached version's copy",
                     )
                 )
-        for index, model in enumerate(self.models):
-            for path, version in model.cache_settings():
-                where = f"models[{index}].{path}"
-                if not cache.enabled:
-                    problems.append(
-                        (where, "the cache is off: set platform.modelCache.enabled and its size, or drop cache")
-                    )
-                elif not is_downloaded(version.model_uri):
-                    problems.append(
-                        (
-                            where,
-                            f"{version.name}'s files are on a claim ({version.model_uri}), already in the "
-                            "cluster: only downloaded files (s3, gs, http(s), hf) are cached",
-                        )
-                    )
-                elif model.accelerator_kind not in cache.kinds:
-                    runs = f"{model.accelerator_kind.upper()} nodes" if model.accelerator_kind else "no GPU or NPU"
-                    problems.append(
-                        (
-                            where,
-                            f"the model runs on {runs}, and platform.modelCache.nodes is {cache.nodes}: "
-                            "its pods could not read the cache nodes' copy",
-                        )
-                    )
+        problems += self._cached_version_problems(settings, undeclared)
         if cache.enabled and cache.size is not None and not problems:
             problems += self._cache_fit()
         return problems
+
+    def _cached_version_problems(
+        self, settings: list[tuple[str, ModelSpecBase, ModelVersion]], undeclared: bool
+    ) -> list[tuple[str, str]]:
+        """What each setting that caches (`cache`, a version's `cache`) asks that the cache cannot do, one
+        problem per setting: the cache off (one problem, at the first, naming the others), files on
+        claims (the setting's versions together), a model on other nodes than the cache's (unless the
+        cache's own nodes are the mistake, `undeclared`)."""
+        cache = self.platform.model_cache
+        if not settings:
+            return []
+        if not cache.enabled:
+            first, *others = dict.fromkeys(where for where, _, _ in settings)
+            also = f" (here and at {', '.join(self._named(where) for where in others)})" if others else ""
+            return [(first, f"the cache is off: set platform.modelCache.enabled and its size, or drop cache{also}")]
+        problems = []
+        claims: dict[str, list[ModelVersion]] = {}
+        for where, model, version in settings:
+            if not is_downloaded(version.model_uri):
+                claims.setdefault(where, []).append(version)
+            elif model.accelerator_kind not in cache.kinds and not undeclared:
+                runs = f"{model.accelerator_kind.upper()} nodes" if model.accelerator_kind else "no GPU or NPU"
+                problems.append(
+                    (
+                        where,
+                        f"the model runs on {runs}, and platform.modelCache.nodes is {cache.nodes}: "
+                        "its pods could not read the cache nodes' copy",
+                    )
+                )
+        for where, versions in claims.items():
+            files = (
+                f"{versions[0].name}'s files are on a claim ({versions[0].model_uri})"
+                if len(versions) == 1
+                else f"the files of {', '.join(version.name for version in versions)} are on claims"
+            )
+            problems.append(
+                (where, f"{files}, already in the cluster: only downloaded files (s3, gs, http(s), hf) are cached")
+            )
+        return problems
+
+    def _named(self, where: str) -> str:
+        """models[1].cache as a report names it: models[1] (churn).cache."""
+        index = int(where.split("]", maxsplit=1)[0].removeprefix("models["))
+        return where.replace(f"models[{index}]", f"models[{index}] ({self.models[index].name})", 1)
 
     def _cache_fit(self) -> list[tuple[str, str]]:
         """Each kind of cache node holds every cached version of its kind's models (and their adapters)."""

@@ -389,6 +389,20 @@ def environment(
     """Each shard's models and pipelines, decoded."""
     for name, shard in shards.items():
         reference = _decoded(shard, PLATFORM_STACK_KEY)
+        platform_keys = [key for key in shard if key not in SHARD_KEYS]
+        if reference is None and platform_keys:
+            # One mistake: a stack of its own listed as a shard, not a line per key it holds.
+            problems.append(
+                _problem(
+                    name,
+                    (),
+                    f"is a stack of its own (it sets {', '.join(platform_keys)}), listed as a shard of the platform "
+                    f"stack {stack} (its `shards`): drop it from them, or make it a shard (set platformStack, and "
+                    "leave the platform's settings to the platform stack)",
+                )
+            )
+            gathered[name] = {}
+            continue
         if reference is None:
             problems.append(
                 _problem(name, (), f"is a shard of the platform stack {stack} (its `shards`): set platformStack")
@@ -494,7 +508,9 @@ def shard_config(stack: str, values: Mapping[str, Any], facts: PlatformFacts) ->
                 (PLATFORM_STACK_KEY,),
             )
         )
-    missing = missing_requirements(requirements(config), facts.provides)
+    # A stack the platform stack does not list is one mistake: the platform did not read its models,
+    # so what they need is not also reported as missing.
+    missing = missing_requirements(requirements(config), facts.provides) if stack in facts.shards else []
     if missing:
         problems.append(
             Problem(

@@ -71,10 +71,10 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
         {"gpu": {"mode": "vgpu", "count": 2, "memoryMib": 20480}},
         [(f"{MODEL}.tensorParallelSize", "is 1 but each pod gets 2 GPU(s)")],
     ),
-    ("vllm", {"gpuMemoryUtilization": 1.5}, [(f"{MODEL}.gpuMemoryUtilization", "less than or equal to 1")]),
-    ("vllm", {"gpuMemoryUtilization": 0}, [(f"{MODEL}.gpuMemoryUtilization", "greater than 0")]),
-    ("vllm", {"maxModelLen": 0}, [(f"{MODEL}.maxModelLen", "greater than or equal to 1")]),
-    ("vllm", {"shmSize": "2G"}, [(f"{MODEL}.shmSize", "should match pattern")]),
+    ("vllm", {"gpuMemoryUtilization": 1.5}, [(f"{MODEL}.gpuMemoryUtilization", "at most 1")]),
+    ("vllm", {"gpuMemoryUtilization": 0}, [(f"{MODEL}.gpuMemoryUtilization", "more than 0")]),
+    ("vllm", {"maxModelLen": 0}, [(f"{MODEL}.maxModelLen", "at least 1")]),
+    ("vllm", {"shmSize": "2G"}, [(f"{MODEL}.shmSize", "must be a whole number of Mi or Gi, such as 2Gi (got '2G')")]),
     ("vllm", {"dtype": "int8"}, [(f"{MODEL}.dtype", "unknown value 'int8': use one of auto, half")]),
     ("vllm", {"format": "onnx"}, [(f"{MODEL}.format", "'format' is not a setting of the vllm runtime")]),
     (
@@ -90,7 +90,7 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
     (
         "tfserving",
         {"batching": {"maxBatchSize": 0}},
-        [(f"{MODEL}.batching.maxBatchSize", "greater than or equal to 1")],
+        [(f"{MODEL}.batching.maxBatchSize", "at least 1")],
     ),
     ("tfserving", {"batching": {"maxBatch": 8}}, [(f"{MODEL}.batching.maxBatch", "unknown setting 'maxBatch'")]),
     (
@@ -103,8 +103,8 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
         {"minWorkers": 4, "maxWorkers": 2},
         [(f"{MODEL}.minWorkers", "4 is more than maxWorkers (2)")],
     ),
-    ("torchserve", {"marFile": "model.zip"}, [(f"{MODEL}.marFile", "should match pattern")]),
-    ("torchserve", {"responseTimeoutSeconds": 0}, [(f"{MODEL}.responseTimeoutSeconds", "greater than or equal to 1")]),
+    ("torchserve", {"marFile": "model.zip"}, [(f"{MODEL}.marFile", "must be a file name ending in .mar")]),
+    ("torchserve", {"responseTimeoutSeconds": 0}, [(f"{MODEL}.responseTimeoutSeconds", "at least 1")]),
     (
         "triton-llm",
         {"gpu": "shared"},
@@ -112,14 +112,18 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
     ),
     ("triton-llm", {"gpu": "shared", "kvCacheFreeGpuMemFraction": 0.3}, []),
     ("triton-llm", {"gpu": {"mode": "exclusive", "count": 2}}, [(f"{MODEL}.gpu", "one GPU per pod")]),
-    ("triton-llm", {"engine": "/engines/mistral"}, [(f"{MODEL}.engine", "should match pattern")]),
-    ("triton-llm", {"maxBatchSize": 5000}, [(f"{MODEL}.maxBatchSize", "less than or equal to 4096")]),
+    (
+        "triton-llm",
+        {"engine": "/engines/mistral"},
+        [(f"{MODEL}.engine", "must be a path inside the model's directory, not starting with /")],
+    ),
+    ("triton-llm", {"maxBatchSize": 5000}, [(f"{MODEL}.maxBatchSize", "at most 4096")]),
     (
         "triton-llm",
         {"batchingStrategy": "static"},
         [(f"{MODEL}.batchingStrategy", "unknown value 'static': use one of")],
     ),
-    ("triton-llm", {"kvCacheFreeGpuMemFraction": 0}, [(f"{MODEL}.kvCacheFreeGpuMemFraction", "greater than 0")]),
+    ("triton-llm", {"kvCacheFreeGpuMemFraction": 0}, [(f"{MODEL}.kvCacheFreeGpuMemFraction", "more than 0")]),
     ("torchserve", {"batching": {}}, [(f"{MODEL}.batching", "'batching' is not a setting of the torchserve runtime")]),
     (
         "triton",
@@ -179,8 +183,8 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
         {"format": "onnx"},
         [(f"{MODEL}.format", "unknown value 'onnx': use one of sklearn, xgboost, lightgbm")],
     ),
-    ("mlserver", {"parallelWorkers": -1}, [(f"{MODEL}.parallelWorkers", "greater than or equal to 0")]),
-    ("mlserver", {"maxBatchTime": 61}, [(f"{MODEL}.maxBatchTime", "less than or equal to 60")]),
+    ("mlserver", {"parallelWorkers": -1}, [(f"{MODEL}.parallelWorkers", "at least 0")]),
+    ("mlserver", {"maxBatchTime": 61}, [(f"{MODEL}.maxBatchTime", "at most 60")]),
     (
         "mlserver",
         {"maxModelLen": 8192},

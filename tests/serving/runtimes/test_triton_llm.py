@@ -195,7 +195,7 @@ def test_a_wrong_model_is_reported_whole_at_its_lines(tmp_path: Path, capsys: py
         f"  {path}:4:7: models[0] (mistral).engine: required, but not set",
         # gpu is not set: the model's own line.
         f"  {path}:4:7: models[0] (mistral).gpu: TensorRT-LLM engines run on NVIDIA GPUs: set gpu to exclusive or vgpu",
-        f"  {path}:6:7: models[0] (mistral).maxBatchSize: Input should be greater than or equal to 1 (got 0)",
+        f"  {path}:6:7: models[0] (mistral).maxBatchSize: must be at least 1 (got 0)",
         f"  {path}:7:7: models[0] (mistral).tokenizer: must stay inside the model's files: no '..'",
     ]
     assert not out.exists()

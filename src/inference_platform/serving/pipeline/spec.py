@@ -18,6 +18,7 @@ from inference_platform.config.base import (
     ConfigModel,
     DNS1035Label,
     Duration,
+    Matches,
     PinnedImage,
     config_problems,
     duration_nanoseconds,
@@ -36,9 +37,16 @@ ROOT_NODE = "root"
 ROUTER_WRITE_TIMEOUT_SECONDS = 60
 
 RouterType = Literal["Sequence", "Switch", "Ensemble", "Splitter"]
-NodeName = Annotated[str, Field(pattern=r"^[a-zA-Z0-9]([-_a-zA-Z0-9]*[a-zA-Z0-9])?$", max_length=63)]
+NodeName = Annotated[
+    str,
+    Field(max_length=63),
+    Matches(
+        r"^[a-zA-Z0-9]([-_a-zA-Z0-9]*[a-zA-Z0-9])?$",
+        "a node name: letters, digits, '-' and '_', starting and ending with a letter or digit",
+    ),
+]
 # A header name pattern (a Go regular expression); the router reads them comma-separated.
-HeaderPattern = Annotated[str, Field(pattern=r"^[^,\s]+$", max_length=256)]
+HeaderPattern = Annotated[str, Field(max_length=256), Matches(r"^[^,\s]+$", "a value without commas or spaces")]
 
 ROUTER_RESOURCES = Resources(
     requests=ResourceList(cpu="100m", memory="100Mi"),

@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 from inference_platform.config.base import (
     ConfigModel,
     Duration,
+    Matches,
     config_problems,
     duration_seconds,
 )
@@ -40,7 +41,7 @@ from inference_platform.serving.runtimes.base import (
 from inference_platform.serving.server_plan import ExampleRequest, MetricsEndpoint, ServerPlan
 
 Port = Annotated[int, Field(ge=1, le=65535)]
-AbsolutePath = Annotated[str, Field(pattern=r"^/[^\s]*$")]
+AbsolutePath = Annotated[str, Matches(r"^/[^\s]*$", "an absolute path (starting with /) without spaces")]
 PROBE_PERIOD_SECONDS = 10
 MAY_RUN_AS_ROOT = (
     "pods run with runAsNonRoot, and the kubelet refuses to start an image whose USER is root or a name "
@@ -82,17 +83,35 @@ class MetricsSpec(ConfigModel):
         default=None, description="Where the server publishes metrics; the serving port when unset."
     )
     path: AbsolutePath = Field(default="/metrics", description="The path the metrics are served at.")
-    queue_gauge: Annotated[str, Field(pattern=METRIC_NAME)] | None = Field(
+    queue_gauge: (
+        Annotated[
+            str,
+            Matches(METRIC_NAME, "a Prometheus metric name: letters, digits, '_' and ':', not starting with a digit"),
+        ]
+        | None
+    ) = Field(
         default=None,
         description="The server's gauge of requests waiting (e.g. TGI's tgi_queue_size), for autoscaling.queueDepth.",
     )
-    time_to_first_token_histogram: Annotated[str, Field(pattern=METRIC_NAME)] | None = Field(
+    time_to_first_token_histogram: (
+        Annotated[
+            str,
+            Matches(METRIC_NAME, "a Prometheus metric name: letters, digits, '_' and ':', not starting with a digit"),
+        ]
+        | None
+    ) = Field(
         default=None,
         description="The server's histogram of time to first token in seconds, named without _bucket "
         "(a vLLM-compatible server's vllm:time_to_first_token_seconds): token-latency rules, alerts, "
         "analysis and autoscaling.timeToFirstTokenP90.",
     )
-    time_per_output_token_histogram: Annotated[str, Field(pattern=METRIC_NAME)] | None = Field(
+    time_per_output_token_histogram: (
+        Annotated[
+            str,
+            Matches(METRIC_NAME, "a Prometheus metric name: letters, digits, '_' and ':', not starting with a digit"),
+        ]
+        | None
+    ) = Field(
         default=None,
         description="The server's histogram of each request's time per output token in seconds, named "
         "without _bucket: token-latency rules, alerts and analysis.",

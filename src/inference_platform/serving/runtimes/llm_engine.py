@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, GetJsonSchemaHandler, model_validator
+from pydantic_core import CoreSchema
 
-from inference_platform.config.base import config_problems
+from inference_platform.config.base import Matches, config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.gpu import VirtualGpu
@@ -85,7 +86,7 @@ class LLMEngineModel(ModelSpecBase):
         description="Share of the device the engine takes (weights and KV cache); derived from a vGPU or vNPU "
         "memory cap when unset.",
     )
-    shm_size: Annotated[str, Field(pattern=r"^[0-9]+(Mi|Gi)$")] = Field(
+    shm_size: Annotated[str, Matches(r"^[0-9]+(Mi|Gi)$", "a whole number of Mi or Gi, such as 2Gi")] = Field(
         default="2Gi", description="Shared memory for the workers of tensor-parallel inference."
     )
     max_loras: Annotated[int, Field(ge=1)] | None = Field(
@@ -100,6 +101,18 @@ class LLMEngineModel(ModelSpecBase):
         "only (a config error lists them) and defaults to 16, where a larger adapter fails the start; SGLang "
         "reads it from the adapters when unset.",
     )
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        """The JSON schema takes for maxLoraRank only the ranks the engine takes (LORA_RANKS), as
+        lora_problems does."""
+        schema = handler(core_schema)
+        if cls.LORA_RANKS is not None:
+            rank = handler.resolve_ref_schema(schema)["properties"]["maxLoraRank"]
+            for branch in rank.get("anyOf", [rank]):
+                if branch.get("type") == "integer":
+                    branch["enum"] = list(cls.LORA_RANKS)
+        return schema
 
     @model_validator(mode="after")
     def _needs_gpus(self) -> LLMEngineModel:

@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from inference_platform import pins
-from inference_platform.config.base import config_problems
+from inference_platform.config.base import Matches, config_problems
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.analysis_spec import PayloadProtocol
 from inference_platform.serving.model_spec import ModelSpecBase, ModelVersion
@@ -62,10 +62,13 @@ class TorchServeModel(ModelSpecBase):
     runtime: Literal["torchserve"] = Field(
         description="TorchServe: a .mar archive; inference 8080, metrics 8082 (management on loopback only)."
     )
-    mar_file: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+\.mar$")] | None = Field(
-        default=None, description="The archive in the model's directory; <name>.mar when unset."
-    )
-    mar_version: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")] = Field(
+    mar_file: (
+        Annotated[
+            str, Matches(r"^[A-Za-z0-9._-]+\.mar$", "a file name ending in .mar (letters, digits, '.', '_' and '-')")
+        ]
+        | None
+    ) = Field(default=None, description="The archive in the model's directory; <name>.mar when unset.")
+    mar_version: Annotated[str, Matches(r"^[A-Za-z0-9._-]+$", "letters, digits, '.', '_' and '-'")] = Field(
         default="1.0", description="The --version the archive was made with: its worker settings are keyed by it."
     )
     min_workers: Annotated[int, Field(ge=1, le=256)] = Field(

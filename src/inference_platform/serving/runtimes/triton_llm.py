@@ -25,7 +25,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from inference_platform import pins
-from inference_platform.config.base import config_problems
+from inference_platform.config.base import Matches, config_problems
 from inference_platform.config.partial import parsed
 from inference_platform.platform.gpu_nodes import GpuNodes
 from inference_platform.serving.analysis_spec import PayloadProtocol
@@ -55,7 +55,9 @@ PYTHON_MODELS = ("preprocessing", "postprocessing")
 # The encoder's input type for text models (mllama would need BF16; encoder models are not offered).
 ENCODER_FEATURES_TYPE = "TYPE_FP16"
 
-RelativePath = Annotated[str, Field(min_length=1, pattern=r"^[^/]")]
+RelativePath = Annotated[
+    str, Field(min_length=1), Matches(r"^[^/]", "a path inside the model's directory, not starting with /")
+]
 
 
 class TritonLLMModel(ModelSpecBase):
@@ -117,7 +119,7 @@ class TritonLLMModel(ModelSpecBase):
     bls_instances: Annotated[int, Field(ge=1, le=64)] = Field(
         default=1, description="Instances of the BLS model (pipeline bls), each serving one request at a time."
     )
-    shm_size: Annotated[str, Field(pattern=r"^[0-9]+(Mi|Gi)$")] = Field(
+    shm_size: Annotated[str, Matches(r"^[0-9]+(Mi|Gi)$", "a whole number of Mi or Gi, such as 2Gi")] = Field(
         default="2Gi", description="Shared memory, through which Triton's Python models exchange tensors."
     )
 
