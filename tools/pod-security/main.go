@@ -10,11 +10,12 @@
 //
 // Each namespace's levels come from its pod-security.kubernetes.io/ labels, read by the library
 // (an unlabelled namespace enforces privileged, as the API server's default does). Every pod is
-// evaluated against its namespace's enforced level and version. It writes one JSON document on
-// stdout, {"checked": <pods>, "violations": [{"pod", "namespace", "level", "version",
-// "reasons": [{"reason", "detail"}]}]}, the reasons in the library's words, and exits 0 when no pod
-// falls short, 1 when some do, 2 on input it cannot read (a pod in a namespace not listed, an
-// unknown field, a bad label).
+// evaluated against its namespace's enforced level and version, and against the level it warns at
+// where that one differs. It writes one JSON document on stdout, {"checked": <pods>, "violations":
+// [{"pod", "namespace", "level", "version", "reasons": [{"reason", "detail"}]}], "warnings": [...]},
+// the enforced level's failures in violations, the warned level's in warnings, the reasons in the
+// library's words, and exits 0 when no pod falls short of its enforced level, 1 when some do, 2 on
+// input it cannot read (a pod in a namespace not listed, an unknown field, a bad label).
 package main
 
 import (
@@ -57,6 +58,7 @@ type violation struct {
 type output struct {
 	Checked    int         `json:"checked"`
 	Violations []violation `json:"violations"`
+	Warnings   []violation `json:"warnings"`
 }
 
 // The API server's defaults for a namespace without labels (its admission configuration's).
@@ -76,16 +78,30 @@ func read(r io.Reader) (input, error) {
 	return in, nil
 }
 
-func policies(namespaces map[string]map[string]string) (map[string]api.LevelVersion, error) {
-	enforced := make(map[string]api.LevelVersion, len(namespaces))
+func policies(namespaces map[string]map[string]string) (map[string]api.Policy, error) {
+	found := make(map[string]api.Policy, len(namespaces))
 	for name, labels := range namespaces {
 		p, errs := api.PolicyToEvaluate(labels, defaults)
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("namespace %s: %v", name, errs.ToAggregate())
 		}
-		enforced[name] = p.Enforce
+		found[name] = p
 	}
-	return enforced, nil
+	return found, nil
+}
+
+// evaluate is the pod's failures at one level and version, or nil.
+func evaluate(evaluator policy.Evaluator, lv api.LevelVersion, p *pod) *violation {
+	var reasons []reason
+	for _, result := range evaluator.EvaluatePod(lv, &p.Metadata, &p.Spec) {
+		if !result.Allowed {
+			reasons = append(reasons, reason{result.ForbiddenReason, result.ForbiddenDetail})
+		}
+	}
+	if len(reasons) == 0 {
+		return nil
+	}
+	return &violation{p.Name, p.Namespace, string(lv.Level), lv.Version.String(), reasons}
 }
 
 func check(in input) (output, error) {
@@ -93,25 +109,24 @@ func check(in input) (output, error) {
 	if err != nil {
 		return output{}, err
 	}
-	enforced, err := policies(in.Namespaces)
+	found, err := policies(in.Namespaces)
 	if err != nil {
 		return output{}, err
 	}
-	out := output{Checked: len(in.Pods), Violations: []violation{}}
+	out := output{Checked: len(in.Pods), Violations: []violation{}, Warnings: []violation{}}
 	for i := range in.Pods {
 		p := &in.Pods[i]
-		lv, ok := enforced[p.Namespace]
+		levels, ok := found[p.Namespace]
 		if !ok {
 			return output{}, fmt.Errorf("pod %s: namespace %q is not among the namespaces given", p.Name, p.Namespace)
 		}
-		var reasons []reason
-		for _, result := range evaluator.EvaluatePod(lv, &p.Metadata, &p.Spec) {
-			if !result.Allowed {
-				reasons = append(reasons, reason{result.ForbiddenReason, result.ForbiddenDetail})
-			}
+		if v := evaluate(evaluator, levels.Enforce, p); v != nil {
+			out.Violations = append(out.Violations, *v)
 		}
-		if len(reasons) > 0 {
-			out.Violations = append(out.Violations, violation{p.Name, p.Namespace, string(lv.Level), lv.Version.String(), reasons})
+		if levels.Warn != levels.Enforce {
+			if v := evaluate(evaluator, levels.Warn, p); v != nil {
+				out.Warnings = append(out.Warnings, *v)
+			}
 		}
 	}
 	return out, nil
