@@ -33,6 +33,10 @@ ISTIOD_POD_LABELS = {"app": "istiod"}
 ISTIOD_XDS_PORT = 15012
 ISTIOD_WEBHOOK_PORT = 15017
 ISTIOD_MONITORING_PORT = 15014
+# The CNI node agent's pods (the cni chart's DaemonSet, on the pod network in sidecar mode) and the
+# port Prometheus scrapes (their annotation).
+CNI_POD_LABELS = {"k8s-app": "istio-cni-node"}
+CNI_MONITORING_PORT = 15014
 # Every Istio proxy's agent serves the app's metrics and Envoy's together here, in plain text
 # (meshConfig.enablePrometheusMerge), outside Envoy's mTLS and access policies.
 MERGED_METRICS_PORT = 15020
@@ -77,7 +81,11 @@ class NodePorts(ConfigModel):
 
 
 class IngressGatewayConfig(ConfigModel):
-    enabled: bool = Field(default=True, description="Install Istio; off when the cluster already runs it.")
+    enabled: bool = Field(
+        default=True,
+        description="Install Istio; off when the cluster already runs it, with Istio's CNI node agent: model "
+        "namespaces enforce Pod Security restricted, which the istio-init container injected without it breaks.",
+    )
     gateway: GatewayRef = Field(
         default_factory=GatewayRef,
         description="The Gateway's namespace and name and the selector labelling the gateway pods.",
@@ -150,13 +158,15 @@ def istiod_values(inference_extension: bool = False) -> dict[str, Any]:
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
         # The CNI node agent (cni_values) redirects injected pods' traffic: the injector then adds an
         # unprivileged istio-validation init container instead of istio-init (root, NET_ADMIN and
-        # NET_RAW), and the injected pods meet Pod Security `restricted`.
-        "pilot": {"cni": {"enabled": True}},
+        # NET_RAW), and the injected pods meet Pod Security `restricted`. (The injector's template
+        # reads it as `pilot.cni.enabled`; the chart's values are flat, as with env.)
+        "cni": {"enabled": True},
     }
 
 
 # The CNI node agent's DaemonSet (the cni chart) and the Pod Security level its namespace needs: it
-# mounts the node's CNI directories by hostPath and runs on the host's network. It acts only on the
+# mounts the node's CNI directories by hostPath and runs as root with NET_ADMIN, NET_RAW, SYS_ADMIN
+# and SYS_PTRACE (to enter pods' network namespaces). It acts only on the
 # pods istiod injects (the chart's excludeNamespaces keeps kube-system out), and adds itself to the
 # node's CNI configuration chain (chained), removing itself when uninstalled.
 CNI_NAMESPACE_SECURITY = pod_security.PRIVILEGED
