@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,7 +101,7 @@ def security_context_blocks(template: str) -> list[str]:
     return blocks
 
 
-def render_branches(text: str, evaluate: Any) -> str:
+def render_branches(text: str, evaluate: Callable[[str], Any]) -> str:
     """The text with its if/else/end actions resolved and its value actions replaced, by
     `evaluate(expression)`; Go's trimming (`{{-`, `-}}`) as text/template does it."""
     pieces: list[str] = []
@@ -197,13 +197,15 @@ class Injector:
                 return any(evaluate(term) for term in expression[3:].split())
             if expression in variables:
                 return variables[expression]
-            if expression.startswith(".Values."):
+            if re.fullmatch(r"\.Values(\.\w+)+", expression):
                 return lookup(self.values, expression.removeprefix(".Values."))
             if expression in {'.ProxyUID | default "1337"', '.ProxyGID | default "1337"'}:
                 return 1337  # istiod sets ProxyUID/GID only on OpenShift
             if expression == 'eq (index .ProxyConfig.ProxyMetadata "IPTABLES_TRACE_LOGGING") "true"':
                 return False  # the mesh config sets no proxyMetadata
-            raise AssertionError(f"the injection template's securityContext uses {expression!r}: teach tests/pod_security.py")
+            raise AssertionError(
+                f"the injection template's securityContext uses {expression!r}: teach tests/pod_security.py"
+            )
 
         init, proxy = (yaml.safe_load(render_branches(b, evaluate)) for b in security_context_blocks(self.template))
         return init, proxy

@@ -162,3 +162,12 @@ def test_the_version_pinned_is_the_default_kubernetes_minor() -> None:
     match = re.fullmatch(r"(1\.[0-9]+)\.[0-9]+", DEFAULT_KUBERNETES_VERSION)
     assert match
     assert f"v{match[1]}" == pins.POD_SECURITY_VERSION
+
+
+def test_an_action_of_the_template_the_tests_do_not_know_fails_loudly(dev: Rendered) -> None:
+    """A newer injection template whose securityContext turns on something unmodelled is not misread."""
+    injector = Injector.read(dev.cluster)
+    changed = injector.template.replace("runAsNonRoot: true", "runAsNonRoot: {{ .Values.global.proxy.nonRoot | not }}")
+    assert changed != injector.template
+    with pytest.raises(AssertionError, match=r"uses '\.Values\.global\.proxy\.nonRoot \| not'"):
+        Injector(injector.values, changed, injector.injection_image).security_contexts({})
