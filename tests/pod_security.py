@@ -216,10 +216,15 @@ class Injector:
         spec = dict(pod.spec)
         if self.injects(pod, namespaces):
             init, proxy = self.security_contexts(pod.annotations)
-            added = [
-                {"name": "istio-validation" if self.cni else "istio-init", "image": self.injection_image},
-                {"name": "istio-proxy", "image": self.injection_image, "restartPolicy": "Always"},
+            first = "istio-validation" if self.cni else "istio-init"
+            added: list[dict[str, Any]] = [
+                {"name": first, "image": self.injection_image, "securityContext": init},
+                {
+                    "name": "istio-proxy",
+                    "image": self.injection_image,
+                    "restartPolicy": "Always",
+                    "securityContext": proxy,
+                },
             ]
-            added[0]["securityContext"], added[1]["securityContext"] = init, proxy
             spec["initContainers"] = [*added, *(spec.get("initContainers") or [])]
         return {"metadata": metadata, "spec": spec}
