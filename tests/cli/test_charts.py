@@ -107,10 +107,10 @@ def test_the_summary_counts_chart_objects_per_component(dev_render: tuple[Path, 
     directory, out = dev_render
     expanded = read_chart_objects(directory)
     total = sum(len(objects) for objects in expanded.values())
-    assert f"5 Helm charts ({total} chart objects)" in out
-    istio = sum(len(expanded[r]) for r in ("istio-base", "istiod", "istio-ingressgateway"))
+    assert f"6 Helm charts ({total} chart objects)" in out
+    istio = sum(len(expanded[r]) for r in ("istio-base", "istiod", "istio-cni", "istio-ingressgateway"))
     (row,) = [line for line in out.splitlines() if "IngressGateway::ingress" in line]
-    assert [cell.strip() for cell in row.strip("│ ").split("│")][1:] == ["3", "3", str(istio)]
+    assert [cell.strip() for cell in row.strip("│ ").split("│")][1:] == ["3", "4", str(istio)]
 
 
 def test_a_missing_chart_is_one_error_naming_it(tmp_path: Path, charts: Path, capsys: Any) -> None:

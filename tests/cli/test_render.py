@@ -117,10 +117,10 @@ def test_summary_counts_objects_per_kind_and_component(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert "Rendered stack s: 40 Kubernetes objects, 5 Helm charts" in done.stdout
+    assert "Rendered stack s: 41 Kubernetes objects, 6 Helm charts" in done.stdout
     assert re.search(r"│ Deployment\s*│ 4\s*│", done.stdout), done.stdout
     assert "inference-platform:serving:InferenceService::iris" in done.stdout
-    assert re.search(r"IngressGateway::ingress\s*│\s*3\s*│\s*3\s*│", done.stdout), done.stdout
+    assert re.search(r"IngressGateway::ingress\s*│\s*3\s*│\s*4\s*│", done.stdout), done.stdout
 
 
 def test_unreadable_and_hostile_stack_files_are_refused(tmp_path: Path, capsys: Any) -> None:

@@ -17,6 +17,7 @@ from inference_platform.stack.config import StackConfig
 from inference_platform.stack.platform_components import platform_edges
 from tests.cluster import Cluster
 from tests.conftest import charts_dir, full_config, manifests_dir
+from tests.pod_security import check_cluster
 from tests.stack.test_fleet import PLATFORM, SHARDS, split, write
 from tests.stacks import cluster_checks as checks
 from tests.stacks.test_cluster import SEAMS
@@ -57,6 +58,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
 @pytest.mark.parametrize("check", SEAMS.values(), ids=SEAMS.keys())
 def test_the_seams_hold_across_the_stacks(cluster: Cluster, check: checks.Check) -> None:
     assert check(cluster) == []
+
+
+def test_every_pod_meets_its_namespace_pod_security_level(cluster: Cluster) -> None:
+    result = check_cluster(cluster)
+    assert result.checked == len(list(cluster.pods())) > 0
+    assert result.violations == []
 
 
 def test_every_object_passes_its_schema_and_its_crds_rules(cluster: Cluster) -> None:

@@ -4,9 +4,9 @@ and qwen's first version): what the cache changes in the cluster. The whole-clus
 stack passes (schemas, custom objects, checkov, Pod Security labels) take it through
 tests/stacks/conftest.py's GENERATED_STACKS.
 
-Not exercised here: the Pod Security Standards' own checks (see test_pod_security.py); below, the
-fields of the `restricted` profile a cached version's pods could change (their volumes' types and
-their init containers' security settings)."""
+The Pod Security Standards' own checks run over this stack's pods in test_pod_security.py; below,
+the fields of the `restricted` profile a cached version's pods could change (their volumes' types
+and their init containers' security settings), by name."""
 
 from __future__ import annotations
 
@@ -82,8 +82,8 @@ def test_each_claim_binds_its_volume_in_the_model_namespace(cached: Rendered) ->
 
 
 def test_every_model_pod_stays_restricted_without_host_paths(cached: Rendered) -> None:
-    # Model pods are built to `restricted`, which the namespace warns and audits at (it enforces
-    # privileged for Istio's injected istio-init: serving/model_namespace.py).
+    # Model pods are built to `restricted`, which the namespace warns and audits at (and enforces,
+    # unless a model mounts the node's files: serving/model_namespace.py).
     labels = cached.cluster.one("Namespace", name=cached.config.namespace)["metadata"]["labels"]
     assert labels[f"{LABEL_PREFIX}warn"] == labels[f"{LABEL_PREFIX}audit"] == "restricted"
     # Ascend models' pods mount the NPU driver from the host (as before the cache; docs/security.md).

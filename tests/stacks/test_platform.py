@@ -46,6 +46,7 @@ def test_every_chart_comes_from_its_pin(full: RenderResult) -> None:
     expected = {
         "istio-base": (pins.ISTIO_BASE, "istio-system", "helm.v4.Chart"),
         "istiod": (pins.ISTIOD, "istio-system", "helm.v4.Chart"),
+        "istio-cni": (pins.ISTIO_CNI, "istio-system", "helm.v4.Chart"),
         "istio-ingressgateway": (pins.ISTIO_GATEWAY, "istio-ingress", "helm.v4.Chart"),
         "prometheus": (pins.PROMETHEUS, "monitoring", "helm.v4.Chart"),
         "prometheus-adapter": (pins.PROMETHEUS_ADAPTER, "monitoring", "helm.v4.Chart"),
@@ -75,7 +76,10 @@ def test_every_chart_comes_from_its_pin(full: RenderResult) -> None:
 def test_istio_installs_in_order_and_istio_objects_wait_for_istiod(full: RenderResult) -> None:
     chart_type = "kubernetes:helm.sh/v4:Chart"
     assert "istio-base" in depends_on(full, registration(full, chart_type, "istiod"))
-    assert {"istiod", "istio-ingress"} <= depends_on(full, registration(full, chart_type, "istio-ingressgateway"))
+    # Istio's order: base, istiod, cni, gateway.
+    assert "istiod" in depends_on(full, registration(full, chart_type, "istio-cni"))
+    gateway_chart = registration(full, chart_type, "istio-ingressgateway")
+    assert {"istiod", "istio-cni", "istio-ingress"} <= depends_on(full, gateway_chart)
     gateway = registration(full, "kubernetes:networking.istio.io/v1:Gateway", "inference-gateway")
     assert {"istiod", "istio-ingress"} <= depends_on(full, gateway)
     istio_objects = [r for r in full.manifests if r.type.startswith("kubernetes:networking.istio.io/v1:")]
@@ -88,12 +92,17 @@ def test_istio_installs_in_order_and_istio_objects_wait_for_istiod(full: RenderR
     assert len(model_objects) > 30
     for dependent in istio_objects + model_objects:
         assert "istiod" in depends_on(full, dependent), dependent.name
+    # Injected pods' istio-validation fails on a node without the CNI agent.
+    for dependent in model_objects:
+        assert "istio-cni" in depends_on(full, dependent), dependent.name
 
 
 def test_istio_values_avoid_the_validator_conflict_and_label_the_gateway(full: RenderResult) -> None:
     found = charts(full)
     for name in ("istio-base", "istiod"):
         assert found[name]["values"]["base"]["validationFailurePolicy"] == "Fail"
+    # The injector's istio-validation instead of istio-init: model namespaces enforce restricted.
+    assert found["istiod"]["values"]["cni"] == {"enabled": True}
     gateway = found["istio-ingressgateway"]["values"]
     assert gateway["labels"] == {"istio": "ingressgateway"}
     assert gateway["service"]["type"] == "LoadBalancer"

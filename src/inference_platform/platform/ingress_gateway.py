@@ -1,4 +1,4 @@
-"""The platform's Istio ingress: Istio's base, istiod and gateway charts, and the shared Gateway.
+"""The platform's Istio ingress: Istio's base, istiod, CNI and gateway charts, and the shared Gateway.
 
 Every model's VirtualService binds to the one Gateway this creates: a wildcard host for all
 models, so adding a model never touches the gateway.
@@ -22,6 +22,7 @@ DEFAULT_GATEWAY_NAMESPACE = "istio-ingress"
 DEFAULT_GATEWAY_NAME = "inference-gateway"
 ISTIO_NAMESPACE = "istio-system"
 GATEWAY_RELEASE = "istio-ingressgateway"
+CNI_RELEASE = "istio-cni"
 # What the chart would derive from the release name without "istio-"; set explicitly as the
 # gateway pods' labels, so a different selector cannot leave the Gateway object selecting nothing.
 DEFAULT_GATEWAY_SELECTOR = {"istio": "ingressgateway"}
@@ -32,6 +33,10 @@ ISTIOD_POD_LABELS = {"app": "istiod"}
 ISTIOD_XDS_PORT = 15012
 ISTIOD_WEBHOOK_PORT = 15017
 ISTIOD_MONITORING_PORT = 15014
+# The CNI node agent's pods (the cni chart's DaemonSet, on the pod network in sidecar mode) and the
+# port Prometheus scrapes (their annotation).
+CNI_POD_LABELS = {"k8s-app": "istio-cni-node"}
+CNI_MONITORING_PORT = 15014
 # Every Istio proxy's agent serves the app's metrics and Envoy's together here, in plain text
 # (meshConfig.enablePrometheusMerge), outside Envoy's mTLS and access policies.
 MERGED_METRICS_PORT = 15020
@@ -76,7 +81,11 @@ class NodePorts(ConfigModel):
 
 
 class IngressGatewayConfig(ConfigModel):
-    enabled: bool = Field(default=True, description="Install Istio; off when the cluster already runs it.")
+    enabled: bool = Field(
+        default=True,
+        description="Install Istio; off when the cluster already runs it, with Istio's CNI node agent: model "
+        "namespaces enforce Pod Security restricted, which the istio-init container injected without it breaks.",
+    )
     gateway: GatewayRef = Field(
         default_factory=GatewayRef,
         description="The Gateway's namespace and name and the selector labelling the gateway pods.",
@@ -102,7 +111,8 @@ class IngressGatewayConfig(ConfigModel):
     )
     values: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Raw chart values laid over the generated ones, by chart: base, istiod, gateway.",
+        description="Raw chart values laid over the generated ones, by chart: base, istiod, cni, gateway "
+        "(e.g. `cni: {platform: k3s}` where the node's CNI paths are not the standard ones).",
     )
 
     @property
@@ -146,6 +156,27 @@ def istiod_values(inference_extension: bool = False) -> dict[str, Any]:
         "env": env,
         # The chart sets requests only; the policy pack wants limits on every container.
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+        # The CNI node agent (cni_values) redirects injected pods' traffic: the injector then adds an
+        # unprivileged istio-validation init container instead of istio-init (root, NET_ADMIN and
+        # NET_RAW), and the injected pods meet Pod Security `restricted`. (The injector's template
+        # reads it as `pilot.cni.enabled`; the chart's values are flat, as with env.)
+        "cni": {"enabled": True},
+    }
+
+
+# The CNI node agent's DaemonSet (the cni chart) and the Pod Security level its namespace needs: it
+# mounts the node's CNI directories by hostPath and runs as root with NET_ADMIN, NET_RAW, SYS_ADMIN
+# and SYS_PTRACE (to enter pods' network namespaces). It acts only on the
+# pods istiod injects (the chart's excludeNamespaces keeps kube-system out), and adds itself to the
+# node's CNI configuration chain (chained), removing itself when uninstalled.
+CNI_NAMESPACE_SECURITY = pod_security.PRIVILEGED
+
+
+def cni_values() -> dict[str, Any]:
+    return {
+        "global": {"hub": pins.ISTIO_HUB, "tag": pins.ISTIO_VERSION},
+        # The chart sets requests only; the policy pack wants limits on every container.
+        "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
     }
 
 
@@ -266,18 +297,20 @@ class IngressGatewayArgs(ConfigModel):
 
 
 class IngressGateway(pulumi.ComponentResource):
-    """Istio (base, then istiod, then the gateway) and the shared Gateway object."""
+    """Istio (base, then istiod, then the CNI node agent, then the gateway) and the shared Gateway object."""
 
     gateway: pulumi.Output[str]
     service: pulumi.Output[str]
     ready: list[pulumi.Resource]
-    """What Istio objects must wait for: istiod's validating webhook fails closed until it runs."""
+    """What Istio objects must wait for: istiod's validating webhook fails closed until it runs, and
+    injected pods' istio-validation fails until the CNI agent runs on their node."""
 
     def __init__(self, name: str, args: IngressGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-platform:platform:IngressGateway", name, None, opts)
         config = args.config
         raw = config.values
-        system = own_namespace(ISTIO_NAMESPACE, self, pod_security.BASELINE)
+        # Privileged for the CNI node agent, as Istio installs it; istiod needs no more than baseline.
+        system = own_namespace(ISTIO_NAMESPACE, self, CNI_NAMESPACE_SECURITY)
         # No injection label: the gateway's pods ask istiod for the gateway template themselves.
         ingress = own_namespace(config.gateway.namespace, self, pod_security.BASELINE)
         base = chart(
@@ -295,17 +328,25 @@ class IngressGateway(pulumi.ComponentResource):
             merge_values(istiod_values(routes is not None), raw.get("istiod", {})),
             pulumi.ResourceOptions(parent=self, depends_on=[base]),
         )
+        cni = chart(
+            CNI_RELEASE,
+            pins.ISTIO_CNI,
+            ISTIO_NAMESPACE,
+            merge_values(cni_values(), raw.get("cni", {})),
+            pulumi.ResourceOptions(parent=self, depends_on=[istiod]),
+        )
         after_istiod = pulumi.ResourceOptions(parent=self, depends_on=[*ingress, istiod])
         chart(
             GATEWAY_RELEASE,
             pins.ISTIO_GATEWAY,
             config.gateway.namespace,
             merge_values(gateway_values(config), raw.get("gateway", {})),
-            # Its pods get their proxy image from istiod's injector (image: auto).
-            after_istiod,
+            # Its pods get their proxy image from istiod's injector (image: auto); Istio's order puts
+            # the CNI before it.
+            pulumi.ResourceOptions(parent=self, depends_on=[*ingress, istiod, cni]),
         )
         register(gateway_object(config, args.domain), after_istiod)
-        self.ready = [istiod]
+        self.ready = [istiod, cni]
         if routes is not None:
             crds = [manifest_file(name, pin, pulumi.ResourceOptions(parent=self)) for name, pin in CRD_FILES]
             register(

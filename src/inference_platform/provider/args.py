@@ -926,7 +926,7 @@ class GatewayTls(TypedDict):
 
 class IngressGatewayConfig(TypedDict):
     enabled: NotRequired[bool]
-    """Install Istio; off when the cluster already runs it. Default: true."""
+    """Install Istio; off when the cluster already runs it, with Istio's CNI node agent: model namespaces enforce Pod Security restricted, which the istio-init container injected without it breaks. Default: true."""
     gateway: NotRequired[GatewayRef]
     """The Gateway's namespace and name and the selector labelling the gateway pods."""
     service_type: NotRequired[IngressGatewayServiceType]
@@ -942,7 +942,7 @@ class IngressGatewayConfig(TypedDict):
     tls: NotRequired[GatewayTls]
     """Serves HTTPS with this certificate's Secret (credentialName)."""
     values: NotRequired[dict[str, dict[str, Any]]]
-    """Raw chart values laid over the generated ones, by chart: base, istiod, gateway."""
+    """Raw chart values laid over the generated ones, by chart: base, istiod, cni, gateway (e.g. `cni: {platform: k3s}` where the node's CNI paths are not the standard ones)."""
 
 
 class PrometheusConfig(TypedDict):
@@ -1259,6 +1259,8 @@ class ModelNamespaceArgs(TypedDict):
     name: str
     istio_namespace: NotRequired[str]
     """Default: \"istio-system\"."""
+    host_access: NotRequired[list[str]]
+    """Why some model of the namespace needs the node's files (each model's hostPath volumes, serving.host_access): the namespace then enforces privileged, says why in its annotation, and still audits and warns at restricted."""
 
 
 class StorageAccess(TypedDict):

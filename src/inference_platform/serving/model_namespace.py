@@ -6,6 +6,7 @@ out unless a model's own policies say so."""
 from typing import Any
 
 import pulumi
+from pydantic import Field
 
 from inference_platform.config.base import ConfigModel, DNS1123Label
 from inference_platform.kube import register
@@ -17,21 +18,37 @@ PART_OF_LABELS = {"app.kubernetes.io/part-of": "inference-platform", "app.kubern
 class ModelNamespaceArgs(ConfigModel):
     name: DNS1123Label
     istio_namespace: DNS1123Label = "istio-system"
+    host_access: list[str] = Field(
+        default_factory=list,
+        description="Why some model of the namespace needs the node's files (each model's hostPath volumes, "
+        "serving.host_access): the namespace then enforces privileged, says why in its annotation, and still "
+        "audits and warns at restricted.",
+    )
 
 
-# Model pods are built to the restricted level, but Istio's sidecar injector adds its istio-init
-# container (root, NET_ADMIN and NET_RAW) to every pod of a meshed namespace unless the mesh runs
-# Istio's CNI plugin, which this platform does not install: no level short of privileged admits
-# the injected pods (Istio's "Install Istio with Pod Security Admission"). So the namespace enforces
-# privileged and warns and audits at restricted: a workload whose pod template falls short of it
-# (PSA checks Deployments' and the other workloads' templates, as written, before injection) is
-# reported to whoever applies it and in the API server's audit log.
-POD_SECURITY = PodSecurity("privileged", report="restricted")
+# Model pods are built to the restricted level, and with Istio's CNI node agent (platform/
+# ingress_gateway.py) the injected pods are too: the injector adds an unprivileged istio-validation
+# init container instead of istio-init (root, NET_ADMIN and NET_RAW). So the namespace enforces
+# restricted, unless one of its models mounts the node's files (a hostPath volume: MindIE across
+# nodes), which only privileged admits.
+POD_SECURITY = PodSecurity("restricted")
+# Then the namespace enforces privileged, audits and warns at restricted (what falls short is
+# reported to whoever applies it and in the API server's audit log), and says which models need it
+# and why in this annotation.
+HOST_ACCESS_POD_SECURITY = PodSecurity("privileged", report="restricted")
+HOST_ACCESS_ANNOTATION = "inference-platform.io/privileged-for"
+
+
+def pod_security(args: ModelNamespaceArgs) -> PodSecurity:
+    return HOST_ACCESS_POD_SECURITY if args.host_access else POD_SECURITY
 
 
 def namespace(args: ModelNamespaceArgs) -> dict[str, Any]:
-    labels = {"istio-injection": "enabled"} | PART_OF_LABELS | POD_SECURITY.labels()
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": args.name, "labels": labels}}
+    labels = {"istio-injection": "enabled"} | PART_OF_LABELS | pod_security(args).labels()
+    metadata: dict[str, Any] = {"name": args.name, "labels": labels}
+    if args.host_access:
+        metadata["annotations"] = {HOST_ACCESS_ANNOTATION: "; ".join(args.host_access)}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
 def strict_mtls(args: ModelNamespaceArgs) -> dict[str, Any]:

@@ -146,6 +146,9 @@ def istio_edges(table: EdgeTable) -> None:
     gateway = Pods.of("ingress-gateway", gateway_ref.namespace, gateway_ref.selector)
     table.serves_api_server(istiod, ingress_gateway.ISTIOD_WEBHOOK_PORT, "istiod's sidecar injection and validation")
     table.watches_api(istiod, "watches the cluster's services, pods and Istio objects")
+    cni = Pods.of("istio-cni-node", ingress_gateway.ISTIO_NAMESPACE, ingress_gateway.CNI_POD_LABELS)
+    table.watches_api(cni, "watches pods to redirect injected pods' traffic (and repair pods it missed)")
+    table.scraped(cni, (ingress_gateway.CNI_MONITORING_PORT,), "Istio's CNI node agent")
     interceptor = table.interceptor
     proxies: list[Peer] = [gateway, table.models, *([interceptor] if interceptor else [])]
     for proxy in proxies:

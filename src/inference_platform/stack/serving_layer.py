@@ -13,6 +13,7 @@ from inference_platform.kube import register
 from inference_platform.platform.keda import KedaRef
 from inference_platform.platform.prometheus import MetricsScraper
 from inference_platform.serving.access import Workload
+from inference_platform.serving.host_access import host_access
 from inference_platform.serving.inference_service import InferenceService, InferenceServiceArgs
 from inference_platform.serving.inference_service.args import model_workload, service_fqdn
 from inference_platform.serving.model_cache_volumes import ModelCacheRef
@@ -92,7 +93,7 @@ def deploy_namespace(
     payload comparator: what every model of the namespace shares; what models wait for."""
     namespace = ModelNamespace(
         config.namespace,
-        ModelNamespaceArgs(name=config.namespace),
+        ModelNamespaceArgs(name=config.namespace, host_access=host_access(config.models, config.platform.gpu_nodes)),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=platform),
     )
     dependencies: list[pulumi.Resource] = [namespace, *platform]
