@@ -341,3 +341,44 @@ def test_the_shipped_file_imports_only_what_the_storage_initializer_image_holds(
     tops = {name.split(".")[0] for name in imported}
 
     assert tops - set(sys.stdlib_module_names) == {"kserve_storage", "huggingface_hub"}
+
+
+def _tree(directory: Path) -> dict[str, tuple[int, bytes]]:
+    """Every path under `directory` with its mode and (for a file) its content."""
+    return {
+        found.relative_to(directory).as_posix(): (found.stat().st_mode, found.read_bytes() if found.is_file() else b"")
+        for found in sorted(directory.rglob("*"))
+    }
+
+
+def test_the_agent_removes_only_what_it_made(listed: list[agent.Listed], tmp_path: Path) -> None:
+    """Foreign directories three levels deep (a data set; one where a listed version would go; one in a
+    namespace directory the agent made, one in a model directory it made) are never removed, emptied or
+    written, after any number of passes past the grace period; its own unlisted versions are gone."""
+    disk = tmp_path / "disk"
+    first = listed[0]
+
+    def plant(relatives: list[str]) -> None:
+        for relative in relatives:
+            (disk / relative).mkdir(parents=True)
+            (disk / relative / "file.bin").write_bytes(relative.encode())
+
+    outside = ["datasets/imagenet/train", "team/blocked/v1"]
+    inside = [f"{first.namespace}/other-model/v1", f"{first.namespace}/{first.model}/not-a-version"]
+    plant(outside)
+    agent.sync(disk, listed, now=1000.0, grace=3600)  # makes its versions' directories itself
+    plant(inside)
+    foreign = outside + inside
+    before = {relative: _tree(disk / relative) for relative in foreign}
+    blocked = agent.Listed(namespace="team", model="blocked", version="v1", uri=first.uri, adapters={})
+
+    result = agent.sync(disk, [*listed, blocked], now=2000.0, grace=3600)
+    assert result.errors == [f"team/blocked/v1: {disk / 'team'} was not made by the cache agent: it is left untouched"]
+    removed: list[tuple[str, str, str]] = []
+    for step in range(5):  # unlisted from here on, passes well past the grace period
+        removed += agent.sync(disk, [], now=10_000.0 + step * 86_400, grace=3600).removed
+
+    assert sorted(removed) == sorted(version.key for version in listed)
+    assert all(not version.directory(disk).exists() for version in listed)
+    assert {relative: _tree(disk / relative) for relative in foreign} == before
+    assert agent.on_disk(disk) == set()

@@ -11,6 +11,7 @@ import pytest
 
 from inference_platform.cli.main import main
 from inference_platform.config.errors import INCOMPLETE
+from inference_platform.platform.model_cache import system_path
 
 # A valid stack: one cached vLLM model of 140Gi on GPU nodes whose cache holds 200Gi.
 HEAD = """\
@@ -104,6 +105,26 @@ CASES = [
             "{file}:7:7: platform.modelCache.path: '/var/lib/my models' is not a path of plain segments "
             "(letters, digits, '.', '_' and '-' between single '/')"
         ],
+    ),
+    *(
+        (
+            f"system-path-{path}",
+            with_path(path),
+            [
+                f"{{file}}:7:7: platform.modelCache.path: '{path}' is {'' if path == system else 'under '}{system}, "
+                "a directory of the node's own: the cache agent writes under its path, so name a directory of the "
+                "cache's own (e.g. /var/lib/inference-models)"
+            ],
+        )
+        for path, system in [
+            ("/etc", "/etc"),
+            ("/var/lib/kubelet", "/var/lib/kubelet"),
+            ("/var/lib/kubelet/models", "/var/lib/kubelet"),
+            ("/lib64/models", "/lib64"),
+            ("/opt/cni/bin", "/opt/cni"),
+            ("/home/ml/models", "/home"),
+            ("/var/log/models", "/var/log"),
+        ]
     ),
     (
         "size-not-a-quantity",
@@ -201,3 +222,8 @@ def test_the_valid_head_renders(tmp_path: Path, capsys: pytest.CaptureFixture[st
         main(["render", "--stack", "good", "--config", str(path), "--out", str(tmp_path / "out"), "--no-charts"]) == 0
     )
     assert "Model cache: each GPU cache node holds 140Gi of 200Gi (70%)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path", ["/var/lib/inference-models", "/data/models", "/optx", "/var/runner", "/srv/cache"])
+def test_a_directory_beside_the_system_ones_is_the_caches_own(path: str) -> None:
+    assert system_path(path) is None

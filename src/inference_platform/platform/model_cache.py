@@ -23,6 +23,28 @@ NODE_KINDS: Final[dict[CacheNodes, tuple[NodeKind, ...]]] = {"gpu": ("gpu",), "n
 DEFAULT_PATH: Final = "/var/lib/inference-models"
 # An absolute path of plain segments: no '.', '..', empty segments or a trailing '/'.
 _CACHE_PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+# The node's own directories, and the kubelet's, the container runtimes' and the CNI's: the cache path
+# may be none of them nor under one (the agent's init container chowns the path, the agent writes
+# under it). `/lib*` is every directory whose name starts with lib (lib, lib32, lib64, libx32).
+SYSTEM_PATHS: Final = (
+    "/etc", "/usr", "/bin", "/sbin", "/lib*", "/boot", "/dev", "/proc", "/sys", "/run", "/var/run",
+    "/var/lib/kubelet", "/var/lib/containerd", "/var/lib/docker", "/var/log", "/root", "/home",
+    "/opt/cni", "/etc/cni",
+)  # fmt: skip
+
+
+def system_path(value: str) -> str | None:
+    """The system directory (one of SYSTEM_PATHS) that `value`, an absolute path in its plain form, is or is
+    under; None where it is none of them."""
+    segments = value.split("/")[1:]
+    for system in SYSTEM_PATHS:
+        parts = system.split("/")[1:]
+        if len(segments) < len(parts):
+            continue
+        head, last = segments[: len(parts) - 1], segments[len(parts) - 1]
+        if head == parts[:-1] and (last.startswith(parts[-1][:-1]) if parts[-1].endswith("*") else last == parts[-1]):
+            return "/" + "/".join(segments[: len(parts)])
+    return None
 
 
 def check_cache_path(value: str) -> str:
@@ -36,6 +58,13 @@ def check_cache_path(value: str) -> str:
         problem = "'{value}' is not in its plain form (no '.' or '..' segment, '//' or trailing '/'): write '{normal}'"
     elif not _CACHE_PATH.match(value):
         problem = "'{value}' is not a path of plain segments (letters, digits, '.', '_' and '-' between single '/')"
+    elif (system := system_path(value)) is not None:
+        problem = (
+            "'{value}' is "
+            + ("" if system == value else "under ")
+            + f"{system}, a directory of the node's own: the cache agent writes under its path, so name a "
+            "directory of the cache's own (e.g. {example})"
+        )
     if problem is not None:
         raise PydanticCustomError(
             "cache_path", problem, {"value": value, "example": DEFAULT_PATH, "normal": posixpath.normpath(value)}

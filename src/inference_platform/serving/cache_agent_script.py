@@ -16,6 +16,12 @@ and atomically: {"uri", "adapters": {name: uri}, "digest", "bytes", "completedAt
 sha256 over the sorted relative paths, sizes and contents. A version that is complete is left alone.
 A version on disk that is no longer listed is removed once it has been unlisted for the grace period
 (when it was first seen unlisted is kept in <path>/.agent-state.json, so a restart does not reset it).
+
+The agent owns only what it made. Every directory it creates under the path (a namespace's, a model's,
+a version's) gets an owner file, <dir>/.inference-platform-cache, before anything else is written in
+it; it removes, empties or writes into only directories that hold one. A directory it did not create
+is never touched, whatever its name: one that stands where a listed version would go is reported as
+that version's error (and its pods keep waiting), and one that is not listed is left alone for good.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ MODEL_DIR = "model"
 ADAPTERS_DIR = "adapters"
 MARKER = ".complete"
 STATE_FILE = ".agent-state.json"
+OWNER = ".inference-platform-cache"
+"""The file the agent writes first in every directory it creates: what it may remove or write into."""
 GRACE_SECONDS = 24 * 3600
 """How long a version stays on disk after it is no longer listed: a model unlisted by mistake, or
 rolled back within a day, still wakes from local disk."""
@@ -172,10 +180,32 @@ def write_json_atomically(path: Path, content: dict[str, Any]) -> None:
         raise
 
 
+def owned(directory: Path) -> bool:
+    """Whether the agent made `directory` (it holds the owner file, and is a directory, not a link)."""
+    return directory.is_dir() and not directory.is_symlink() and (directory / OWNER).is_file()
+
+
+class NotOwnedError(Exception):
+    """A directory the agent did not make stands where it would write."""
+
+
+def make_own(root: Path, key: tuple[str, str, str]) -> Path:
+    """The version's directory <root>/<namespace>/<model>/<version>, each level made with its owner file
+    where it does not exist; raises NotOwnedError where a level exists and the agent did not make it."""
+    directory = root
+    for part in key:
+        directory = directory / part
+        if not directory.exists() and not directory.is_symlink():
+            directory.mkdir()
+            (directory / OWNER).write_text("made by the inference-platform model cache agent\n")
+        elif not owned(directory):
+            raise NotOwnedError(f"{directory} was not made by the cache agent: it is left untouched")
+    return directory
+
+
 def fill(listed: Listed, root: Path, fetcher: Fetch, now: float) -> None:
     """Fetch a version's model and adapters afresh, then write its marker last."""
-    directory = listed.directory(root)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = make_own(root, listed.key)
     (directory / MARKER).unlink(missing_ok=True)  # first: a pod never reads a copy being replaced
     for parent in (MODEL_DIR, ADAPTERS_DIR):
         shutil.rmtree(directory / parent, ignore_errors=True)
@@ -191,11 +221,12 @@ def fill(listed: Listed, root: Path, fetcher: Fetch, now: float) -> None:
 
 
 def on_disk(root: Path) -> set[tuple[str, str, str]]:
-    """Every <namespace>/<model>/<version> directory under the cache path."""
+    """Every <namespace>/<model>/<version> directory under the cache path that the agent made, through
+    namespace and model directories it made: nothing else is its to remove."""
     return {
         (version.parent.parent.name, version.parent.name, version.name)
         for version in root.glob("*/*/*")
-        if version.is_dir() and not version.parent.parent.name.startswith(".")
+        if owned(version) and owned(version.parent) and owned(version.parent.parent)
     }
 
 
@@ -204,7 +235,9 @@ def _remove(root: Path, key: tuple[str, str, str]) -> None:
     (directory / MARKER).unlink(missing_ok=True)
     shutil.rmtree(directory)
     for parent in (directory.parent, directory.parent.parent):
-        if parent != root and not any(parent.iterdir()):
+        # A namespace's or model's directory the agent made goes once it holds only its owner file.
+        if parent != root and owned(parent) and [p.name for p in parent.iterdir()] == [OWNER]:
+            (parent / OWNER).unlink()
             parent.rmdir()
 
 
@@ -223,9 +256,16 @@ def sync(root: Path, listed: list[Listed], now: float, fetcher: Fetch = fetch, g
     result = Sync(at=now)
     # Every listed version's directory first: the kubelet mounts a `local` volume only over a directory
     # that exists, so a pod placed here before its turn reaches its wait for the marker (and says why).
+    blocked: dict[tuple[str, str, str], str] = {}
     for version in listed:
-        version.directory(root).mkdir(parents=True, exist_ok=True)
+        try:
+            make_own(root, version.key)
+        except NotOwnedError as error:
+            blocked[version.key] = str(error)
     for version in listed:
+        if version.key in blocked:
+            result.errors.append(f"{'/'.join(version.key)}: {blocked[version.key]}")
+            continue
         if is_complete(version, root):
             continue
         try:

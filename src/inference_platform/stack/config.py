@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -335,7 +335,7 @@ class StackConfig(ConfigModel):
         return problems
 
     def _cached_version_problems(
-        self, settings: list[tuple[str, ModelSpecBase, ModelVersion]], undeclared: bool
+        self, settings: Sequence[tuple[str, ModelSpecBase, ModelVersion]], undeclared: bool
     ) -> list[tuple[str, str]]:
         """What each setting that caches (`cache`, a version's `cache`) asks that the cache cannot do, one
         problem per setting: the cache off (one problem, at the first, naming the others), files on
