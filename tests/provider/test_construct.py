@@ -217,8 +217,8 @@ def test_a_bad_inference_service_is_refused_with_each_field_path() -> None:
 
 
 def test_missing_inputs_and_unknown_ones_are_refused_as_a_stack_file_refuses_them() -> None:
+    # One problem per mistake: the misspelt key is the missing setting, not a second problem beside it.
     assert refused("Pipeline", {"namespace": "service", "domian": DOMAIN}) == [
-        ("domain", "required, but not set"),
         ("domian", "unknown setting 'domian': did you mean 'domain'?"),
         ("pipeline", "required, but not set"),
     ]
