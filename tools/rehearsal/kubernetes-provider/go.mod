@@ -2,7 +2,8 @@ module github.com/inference-platform/inference-platform/tools/rehearsal/kubernet
 
 go 1.24.7
 
-// v4.0.0-20260115033456-f47bc2d6f199 is the commit of the tag v4.25.0 (the provider module has no tags of its own).
+// The provider module has no tags of its own: this pseudo-version is the commit of the tag below.
+// release: v4.25.0
 require (
 	github.com/pulumi/pulumi-kubernetes/provider/v4 v4.0.0-20260115033456-f47bc2d6f199
 	github.com/pulumi/pulumi-kubernetes/sdk/v4 v4.25.0 // indirect
