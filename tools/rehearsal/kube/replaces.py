@@ -29,7 +29,7 @@ def upstream_go_mod(version: str) -> str:
 
 
 def kubernetes_version(go_mod: str) -> str:
-    match = re.search(r"^(?:require)?\s*k8s\.io/kubernetes (v1\.\d+\.\d+)\s*$", go_mod, re.M)
+    match = re.search(r"^(?:require)?\s*k8s\.io/kubernetes (v1\.\d+\.\d+)(?:\s*//.*)?\s*$", go_mod, re.M)
     if match is None:
         sys.exit("tools/rehearsal/kube/go.mod must require k8s.io/kubernetes v1.X.Y")
     return match.group(1)
