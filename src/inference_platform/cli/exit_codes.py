@@ -24,5 +24,16 @@ class ExitCode(IntEnum):
     result (`rollout` wrote nothing)."""
     CANDIDATE_FAILED = 5
     """`analyze`: at least one canary or shadow fails its thresholds; `rollout`: a rollback was written."""
+    REHEARSAL_FAILED = 6
+    """`rehearse`: a step failed (preview, up, the second up changed something, destroy left objects
+    behind, the API server refused a pod): the report names each resource with the engine's words."""
+    PODS_PENDING = 7
+    """`rehearse`: every step passed, and the scheduler left pods Pending, as the capacity plan says
+    it must on the rehearsed nodes (fewer than declared, as when a node is lost)."""
+    PLACEMENT_DISAGREES = 8
+    """`rehearse`: the scheduler and `infra capacity` disagree: a pod the plan fits stayed Pending,
+    or the scheduler placed what the plan says does not fit."""
+    INTERRUPTED = 130
+    """`rehearse` was interrupted (Ctrl-C, SIGTERM): 128 + SIGINT; it stopped everything it started."""
     CLOSED_PIPE = 141
     """Whoever read the output stopped reading (`| head`): 128 + SIGPIPE, as a shell reports it."""

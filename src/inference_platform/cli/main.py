@@ -302,6 +302,96 @@ def _capacity(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def _rehearse(args: argparse.Namespace) -> ExitCode:
+    from inference_platform.analysis.rehearsal import NodeRequest
+    from inference_platform.cli.charts import default_cache, default_manifest_cache
+    from inference_platform.cli.rehearsal.command import Options, main
+
+    charts = args.charts_dir or os.environ.get(CHARTS_DIR_ENV) or str(default_cache())
+    manifests = args.manifests_dir or os.environ.get(MANIFESTS_DIR_ENV) or str(default_manifest_cache())
+    options = Options(
+        stack=args.stack,
+        config=Path(args.config or f"Pulumi.{args.stack}.yaml"),
+        charts_dir=Path(charts).resolve(),
+        manifests_dir=Path(manifests).resolve() if Path(manifests).is_dir() else None,
+        tools_dir=Path(args.tools_dir).resolve() if args.tools_dir else _default_tools_dir(),
+        nodes=NodeRequest(gpu_nodes=args.gpu_nodes, npu_nodes=dict(args.npu_nodes or []), cpu_nodes=args.cpu_nodes),
+        diff_from=args.diff_from,
+        markdown=Path(args.markdown) if args.markdown else None,
+        json=Path(args.json) if args.json else None,
+        stored=Path(args.stored) if args.stored else None,
+        keep=args.keep,
+    )
+    if not options.charts_dir.is_dir():
+        print(
+            f"rehearse: no chart tarballs at {options.charts_dir}: give --charts-dir (or ${CHARTS_DIR_ENV}), "
+            "or run `infra render` once with network to fill the cache",
+            file=sys.stderr,
+        )
+        return ExitCode.CONFIG_ERROR
+    return main(options)
+
+
+def _default_tools_dir() -> Path | None:
+    """tools/bin/rehearsal of this checkout, where `make rehearsal-tools` builds them; else PATH."""
+    built = Path(__file__).resolve().parents[3] / "tools" / "bin" / "rehearsal"
+    return built if built.is_dir() else None
+
+
+def _npu_nodes(text: str) -> tuple[str, int]:
+    chip, _, count = text.partition("=")
+    if not chip or not count.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected TYPE=N, e.g. Ascend910B3=1")
+    return chip, int(count)
+
+
+def _add_rehearse(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rehearse = commands.add_parser(
+        "rehearse",
+        help="the real pulumi preview, up, up again and destroy of a stack against a throwaway control plane "
+        "with fake GPU nodes (docs/rehearsal.md)",
+        description=f"Exit {ExitCode.OK:d}: every step passed and every pod was placed as the capacity plan "
+        f"says; {ExitCode.REHEARSAL_FAILED:d}: a step failed; {ExitCode.PODS_PENDING:d}: pods Pending, as the "
+        f"plan says on these nodes; {ExitCode.PLACEMENT_DISAGREES:d}: the scheduler and the plan disagree; "
+        f"{ExitCode.CONFIG_ERROR:d}: bad usage, config or missing tools; {ExitCode.INTERRUPTED:d}: interrupted. "
+        "Secure values decrypt with $PULUMI_CONFIG_PASSPHRASE; without it they are rehearsed as placeholders.",
+    )
+    _stack_option(rehearse, "stack name (reads Pulumi.<stack>.yaml)")
+    rehearse.add_argument("--config", help="stack file to read instead of Pulumi.<stack>.yaml")
+    rehearse.add_argument(
+        "--tools-dir",
+        metavar="DIR",
+        help="the pulumi CLI, its Kubernetes provider, etcd, kube-apiserver, kube-controller-manager, "
+        "kube-scheduler and kwok (default tools/bin/rehearsal, as `make rehearsal-tools` builds them; else PATH)",
+    )
+    rehearse.add_argument(
+        "--charts-dir",
+        metavar="DIR",
+        help=f"the pinned chart tarballs (or ${CHARTS_DIR_ENV}; default the render's cache)",
+    )
+    rehearse.add_argument(
+        "--manifests-dir", metavar="DIR", help=f"the pinned manifest files (or ${MANIFESTS_DIR_ENV}; default the cache)"
+    )
+    rehearse.add_argument(
+        "--gpu-nodes", type=int, metavar="N", help="rehearse with N GPU nodes instead of the declared"
+    )
+    rehearse.add_argument(
+        "--npu-nodes", type=_npu_nodes, action="append", metavar="TYPE=N", help="N nodes of an NPU type (repeatable)"
+    )
+    rehearse.add_argument("--cpu-nodes", type=int, default=3, metavar="N", help="CPU nodes for the rest (default 3)")
+    rehearse.add_argument(
+        "--diff-from",
+        metavar="FILE|REF",
+        help="bring up this stack file (or the stack file at this git ref) first, then preview --diff and up "
+        "the new one",
+    )
+    rehearse.add_argument("--markdown", metavar="FILE", help="write the report a pull request shows to FILE")
+    rehearse.add_argument("--json", metavar="FILE", help="write the report as JSON to FILE")
+    rehearse.add_argument("--stored", metavar="FILE", help="write the objects the API server stored after up to FILE")
+    rehearse.add_argument("--keep", action="store_true", help="keep the rehearsal's directory (logs, state)")
+    rehearse.set_defaults(handler=_rehearse)
+
+
 # Above this many components of one type (models), the summary shows the type, not each one.
 LISTED_COMPONENTS = 20
 
@@ -826,6 +916,7 @@ def parser() -> argparse.ArgumentParser:
     capacity.add_argument("--format", choices=["table", "json"], default="table", help="how to print the plan")
     capacity.set_defaults(handler=_capacity)
 
+    _add_rehearse(commands)
     _add_stacks(commands)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of a stack file")

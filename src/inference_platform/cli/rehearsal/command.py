@@ -1,0 +1,698 @@
+"""`infra rehearse`: the steps of a rehearsal, in order (docs/rehearsal.md).
+
+A control plane starts with fake nodes shaped like the stack's declarations; then, with the real
+CLI: `pulumi preview`, `pulumi up`, the placement the scheduler made, a second
+`pulumi up --expect-no-changes`, and `pulumi destroy`, checked to leave nothing of the program's.
+With --diff-from, the old stack file is brought up first and the new one previewed (`--diff`) and
+brought up over it. Everything started is stopped at the end, on a failure or on Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+from pulumi import automation as auto
+
+from inference_platform.analysis.capacity import Plan
+from inference_platform.analysis.rehearsal import (
+    NodeGroup,
+    NodeRequest,
+    Outcome,
+    Report,
+    Step,
+    compare_placement,
+    markdown,
+    model_of,
+    node_groups,
+    node_manifests,
+    object_identity,
+    pod_placement,
+)
+from inference_platform.cli.diff import object_label
+from inference_platform.cli.environment import read_environment
+from inference_platform.cli.exit_codes import ExitCode
+from inference_platform.cli.rehearsal import engine
+from inference_platform.cli.rehearsal.control_plane import (
+    ControlPlane,
+    ControlPlaneError,
+    KubeApi,
+    KubeApiError,
+    api_path,
+    find_tools,
+    start,
+)
+from inference_platform.cli.rehearsal.processes import Children, adopt_orphans
+from inference_platform.cli.stack_file import SECRET_PLACEHOLDER, read_stack_config, read_stack_file, read_stack_text
+from inference_platform.config.errors import ConfigError
+from inference_platform.config.project import PROJECT
+from inference_platform.stack.config import StackConfig, decode_value, project_values
+from inference_platform.stack.fleet import PLATFORM_STACK_KEY, platform_stack_name, stack_kind
+from inference_platform.stack.program import run as run_program
+
+OUTCOME_CODES = {
+    Outcome.PASSED: ExitCode.OK,
+    Outcome.FAILED: ExitCode.REHEARSAL_FAILED,
+    Outcome.PODS_PENDING: ExitCode.PODS_PENDING,
+    Outcome.PLACEMENT_DISAGREES: ExitCode.PLACEMENT_DISAGREES,
+    Outcome.INTERRUPTED: ExitCode.INTERRUPTED,
+}
+STORAGE_CLASS = "rehearsal-static"
+STATIC_VOLUMES = 24
+PLACEMENT_SECONDS = 120.0
+DESTROY_SETTLE_SECONDS = 120.0
+SKIPPED_RESOURCES = frozenset({"events", "leases", "endpoints", "endpointslices", "componentstatuses"})
+"""What controllers keep writing (or the API server makes per Service): never the program's own."""
+APISERVICE = "kubernetes:apiregistration.k8s.io/v1:APIService"
+PASSPHRASE_ENV = "PULUMI_CONFIG_PASSPHRASE"
+
+Program = Callable[[Callable[[str], dict[str, Any]]], Callable[[], None]]
+"""Makes the inline program from a reader of other stacks' files (a platform stack's shards')."""
+
+
+def default_program(read_stack: Callable[[str], dict[str, Any]]) -> Callable[[], None]:
+    return lambda: run_program(read_stack)
+
+
+@dataclass(frozen=True)
+class Options:
+    stack: str
+    config: Path
+    charts_dir: Path
+    manifests_dir: Path | None
+    tools_dir: Path | None = None
+    nodes: NodeRequest = field(default_factory=NodeRequest)
+    diff_from: str | None = None
+    markdown: Path | None = None
+    json: Path | None = None
+    stored: Path | None = None
+    keep: bool = False
+
+
+class RehearsalInputError(Exception):
+    """Bad usage: a file or a ref that cannot be read; the message says which."""
+
+
+# --- The stack files -----------------------------------------------------------------------------
+
+
+def old_stack_text(reference: str, config: Path) -> str:
+    """--diff-from: a stack file's text, or the stack file's text at a git ref."""
+    path = Path(reference)
+    if path.is_file():
+        return read_stack_text(path)
+    try:
+        root = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=config.resolve().parent,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        relative = config.resolve().relative_to(Path(root).resolve())
+        return subprocess.run(
+            ["git", "show", f"{reference}:{relative.as_posix()}"], cwd=root, check=True, capture_output=True, text=True
+        ).stdout
+    except (subprocess.CalledProcessError, ValueError, FileNotFoundError) as error:
+        why = getattr(error, "stderr", None) or str(error)
+        raise RehearsalInputError(
+            f"--diff-from {reference}: neither a file nor {config} at a git ref ({why.strip()})"
+        ) from None
+
+
+def _secure_paths(value: Any, at: tuple[int | str, ...]) -> Iterator[tuple[tuple[int | str, ...], Any]]:
+    if isinstance(value, Mapping) and set(value) == {"secure"}:
+        yield at, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _secure_paths(item, (*at, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _secure_paths(item, (*at, index))
+
+
+def config_path(path: tuple[int | str, ...]) -> str:
+    """A value's path as `pulumi config set --path` reads it: namespace:key, then [i] and ["k"]."""
+    head, *rest = path
+    return str(head) + "".join(f"[{part}]" if isinstance(part, int) else f'["{part}"]' for part in rest)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A stack file as the rehearsal hands it to the CLI."""
+
+    text: str
+    placeholders: tuple[str, ...] = ()
+    """Config paths of secure values set as placeholder secrets (no passphrase at hand)."""
+
+
+def settings(text: str, passphrase_given: bool) -> Settings:
+    """With the stack's passphrase, the file as it is; without it, a copy without its secure values
+    and secrets provider, each secure value then set as a placeholder secret under a throwaway
+    passphrase (cli/stack_file.py's placeholder, as the offline render reads it)."""
+    if passphrase_given:
+        return Settings(text)
+    document = yaml.safe_load(text) or {}
+    config = document.get("config") or {}
+    found = list(_secure_paths(config, ()))
+    if not found and "encryptionsalt" not in document:
+        return Settings(text)
+    for where, _ in found:
+        holder: Any = config
+        for part in where[:-1]:
+            holder = holder[part]
+        holder[where[-1]] = None
+    for key in ("encryptionsalt", "secretsprovider", "encryptedkey"):
+        document.pop(key, None)
+    document["config"] = config
+    return Settings(yaml.safe_dump(document, sort_keys=False), tuple(config_path(where) for where, _ in found))
+
+
+def write_settings(workspace: engine.Workspace, name: str, stack_settings: Settings) -> None:
+    work = Path(workspace.stack.workspace.work_dir)
+    (work / f"Pulumi.{name}.yaml").write_text(stack_settings.text, encoding="utf-8")
+    for path in stack_settings.placeholders:
+        workspace.stack.set_config(path, auto.ConfigValue(SECRET_PLACEHOLDER, secret=True), path=True)
+
+
+# --- The cluster: storage, claims, nodes -----------------------------------------------------------
+
+
+def storage_objects() -> list[tuple[str, dict[str, Any]]]:
+    """A default StorageClass with static volumes (no provisioner runs here), for the claims of
+    StatefulSets and the models' pvc:// claims."""
+    objects: list[tuple[str, dict[str, Any]]] = [
+        (
+            api_path("storage.k8s.io/v1", "storageclasses"),
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {
+                    "name": STORAGE_CLASS,
+                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                },
+                "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "Immediate",
+            },
+        )
+    ]
+    for index in range(STATIC_VOLUMES):
+        objects.append(
+            (
+                api_path("v1", "persistentvolumes"),
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolume",
+                    "metadata": {"name": f"rehearsal-{index}"},
+                    "spec": {
+                        "capacity": {"storage": "1Ti"},
+                        "accessModes": ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany"],
+                        "storageClassName": STORAGE_CLASS,
+                        "persistentVolumeReclaimPolicy": "Retain",
+                        "hostPath": {"path": f"/rehearsal/volume-{index}"},
+                    },
+                },
+            )
+        )
+    return objects
+
+
+def pvc_claims(values: Any) -> set[str]:
+    """The claims the stack's pvc:// storage URIs name: the user's, which a rehearsal creates."""
+    found: set[str] = set()
+    if isinstance(values, str) and values.startswith("pvc://"):
+        found.add(values.removeprefix("pvc://").split("/", 1)[0])
+    elif isinstance(values, Mapping):
+        for item in values.values():
+            found |= pvc_claims(item)
+    elif isinstance(values, list):
+        for item in values:
+            found |= pvc_claims(item)
+    return found
+
+
+class ClaimMaker(threading.Thread):
+    """During `up`: each pvc:// claim a workload mounts, created in its namespace once that exists,
+    as the user would have (the program never creates them)."""
+
+    def __init__(self, api: KubeApi, claims: set[str]) -> None:
+        super().__init__(daemon=True)
+        self.api = api
+        self.claims = claims
+        self.made: list[str] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(1.0):
+            with contextlib.suppress(KubeApiError, OSError):
+                self._make()
+
+    def _make(self) -> None:
+        for kind in ("deployments", "statefulsets"):
+            for item in self.api.get(api_path("apps/v1", kind)).get("items", []):
+                namespace = item["metadata"]["namespace"]
+                volumes = item["spec"]["template"]["spec"].get("volumes", [])
+                for volume in volumes:
+                    claim = volume.get("persistentVolumeClaim", {}).get("claimName")
+                    label = f"{namespace}/{claim}"
+                    if claim in self.claims and label not in self.made:
+                        self.made.append(label)
+                        with contextlib.suppress(KubeApiError):
+                            self.api.create(api_path("v1", "persistentvolumeclaims", namespace), _claim(claim))
+
+
+def _claim(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def prepare_cluster(api: KubeApi, groups: list[NodeGroup]) -> None:
+    for path, body in storage_objects():
+        api.create(path, body)
+    for node in node_manifests(groups):
+        api.create(api_path("v1", "nodes"), node)
+
+
+def identities(objects: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
+    return {object_identity(obj) for obj in objects}
+
+
+def _label(identity: tuple[str, str, str, str]) -> str:
+    _, kind, namespace, name = identity
+    return f"{kind} {namespace + '/' if namespace else ''}{name}"
+
+
+# --- Placement -------------------------------------------------------------------------------------
+
+
+def wait_for_pods(api: KubeApi, seconds: float = PLACEMENT_SECONDS) -> list[dict[str, Any]]:
+    """The pods once the controllers made them all and the scheduler judged each: every pod bound
+    or marked unschedulable, as many as the workloads ask for, for three polls in a row."""
+    deadline = time.monotonic() + seconds
+    stable = 0
+    previous: tuple[Any, ...] = ()
+    pods: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and stable < 3:
+        pods = api.get(api_path("v1", "pods")).get("items", [])
+        wanted = sum(
+            int(item["spec"].get("replicas", 1) or 0)
+            for kind in ("replicasets", "statefulsets")
+            for item in api.get(api_path("apps/v1", kind)).get("items", [])
+            if kind == "statefulsets" or item["spec"].get("replicas")
+        )
+        judged = all(p["spec"].get("nodeName") or _unschedulable(p) for p in pods)
+        state = tuple(sorted((p["metadata"]["name"], p["spec"].get("nodeName") or "") for p in pods))
+        stable = stable + 1 if judged and len(pods) >= wanted and state == previous else 0
+        previous = state
+        time.sleep(1.0)
+    return pods
+
+
+def _unschedulable(pod: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False"
+        for c in pod.get("status", {}).get("conditions", [])
+    )
+
+
+def refused_pods(api: KubeApi) -> list[str]:
+    """The API server's refusals of a controller's pods (a ReplicaSet's ReplicaFailure: Pod Security
+    among them), each with its words."""
+    out = []
+    for kind in ("replicasets", "statefulsets", "daemonsets"):
+        for item in api.get(api_path("apps/v1", kind)).get("items", []):
+            for condition in item.get("status", {}).get("conditions", []):
+                if condition.get("type") == "ReplicaFailure" and condition.get("status") == "True":
+                    meta = item["metadata"]
+                    out.append(f"{kind[:-1]} {meta['namespace']}/{meta['name']}: {condition.get('message')}")
+    return out
+
+
+def unmade_models(api: KubeApi) -> dict[str, str]:
+    """Models whose pods no controller makes here: those of LeaderWorkerSets (its controller's pod
+    is placed, never run)."""
+    try:
+        items = api.get(api_path("leaderworkerset.x-k8s.io/v1", "leaderworkersets")).get("items", [])
+    except KubeApiError:
+        return {}
+    out = {}
+    for item in items:
+        model = model_of(item.get("metadata", {}))
+        if model is not None:
+            out[model] = f"LeaderWorkerSet {item['metadata']['name']}: its controller does not run here"
+    return out
+
+
+# --- The rehearsal ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Stacks:
+    """The stacks to rehearse, in order (a shard's platform stack first), and the plan's config."""
+
+    order: list[tuple[str, Path]]
+    config: StackConfig
+    values: dict[str, Any]
+
+
+def read_stacks(stack: str, config: Path) -> Stacks:
+    """The stacks a rehearsal brings up: the stack, and before a shard its platform stack (from
+    the file beside it); the config whose nodes and plan are rehearsed (a platform stack's and a
+    shard's: their whole environment's). Raises ConfigError at the stack file's lines."""
+    values = project_values(read_stack_file(config).config)
+    kind = stack_kind(values)
+    if kind == "single":
+        return Stacks([(stack, config)], read_stack_config(config)[1], values)
+    if kind == "platform":
+        return Stacks([(stack, config)], read_environment(config, stack)[1], values)
+    platform = platform_stack_name(str(decode_value(values[PLATFORM_STACK_KEY])))
+    platform_path = config.parent / f"Pulumi.{platform}.yaml"
+    return Stacks([(platform, platform_path), (stack, config)], read_environment(platform_path, platform)[1], values)
+
+
+def _reader(directory: Path) -> Callable[[str], dict[str, Any]]:
+    return lambda name: project_values(read_stack_file(directory / f"Pulumi.{name}.yaml").config)
+
+
+def _on_sigterm(_: int, __: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@dataclass
+class Run:
+    """One rehearsal's state: its directory, control plane, stacks and report."""
+
+    options: Options
+    program: Program
+    directory: Path
+    report: Report
+    plane: ControlPlane | None = None
+    old_text: str | None = None
+    """--diff-from: the old stack file's text."""
+    workspaces: dict[str, engine.Workspace] = field(default_factory=dict)
+    baseline: set[tuple[str, str, str, str]] = field(default_factory=set)
+
+    @property
+    def log(self) -> Path:
+        return self.directory / "engine.log"
+
+
+def rehearse(options: Options, program: Program = default_program) -> tuple[Report, ExitCode]:
+    """The whole rehearsal; its report and exit status. Stops everything it started."""
+    stacks = read_stacks(options.stack, options.config)
+    tools = find_tools(options.tools_dir)
+    old_text = None if options.diff_from is None else old_stack_text(options.diff_from, options.config)
+    report = Report(options.stack, str(options.config))
+    directory = Path(tempfile.mkdtemp(prefix="infra-rehearse-"))
+    run = Run(options, program, directory, report, old_text=old_text)
+    adopt_orphans()
+    children = Children(directory)
+    previous = (
+        signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
+    )
+    restore: Callable[[], None] | None = None
+    started = time.monotonic()
+    try:
+        plane = start(directory, tools, children)
+        run.plane = plane
+        plan = stacks.config.capacity()
+        groups, notes = node_groups(
+            plan, stacks.config.platform.gpu_nodes, stacks.config.platform.npu_nodes,
+            stacks.config.platform.hami.enabled, options.nodes,
+        )  # fmt: skip
+        report.nodes, report.notes = groups, notes
+        prepare_cluster(plane.api, groups)
+        run.baseline = identities(plane.api.all_objects(SKIPPED_RESOURCES))
+        passphrase = os.environ.get(PASSPHRASE_ENV)
+        if passphrase is None:
+            report.notes.append(
+                f"no ${PASSPHRASE_ENV}: secure values rehearsed as placeholder secrets under a throwaway passphrase"
+            )
+        env = engine.engine_environment(directory, tools, plane.kubeconfig, passphrase or secrets.token_hex(16))
+        restore = engine.isolated_environ(env)
+        _steps(
+            run, stacks=stacks, plan=plan, groups=groups, tools=tools, env=env, passphrase_given=passphrase is not None
+        )
+    except KeyboardInterrupt:
+        report.interrupted = True
+    finally:
+        report.seconds = time.monotonic() - started
+        if restore is not None:
+            restore()
+        children.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        _write_reports(options, report)
+        if options.keep:
+            report.notes.append(f"kept: {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+    return report, OUTCOME_CODES[report.outcome]
+
+
+def _write_reports(options: Options, report: Report) -> None:
+    if options.markdown is not None:
+        options.markdown.write_text(markdown(report), encoding="utf-8")
+    if options.json is not None:
+        options.json.write_text(json.dumps(report.as_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def _steps(
+    run: Run,
+    *,
+    stacks: Stacks,
+    plan: Plan,
+    groups: list[NodeGroup],
+    tools: Mapping[str, Path],
+    env: Mapping[str, str],
+    passphrase_given: bool,
+) -> None:
+    options, report = run.options, run.report
+    assert run.plane is not None
+    api = run.plane.api
+    fewer = any(g.declared is not None and g.count < g.declared for g in groups) or (
+        options.nodes.gpu_nodes is not None or bool(options.nodes.npu_nodes)
+    )
+    skipper = engine.AwaitSkipper(everything=fewer)
+    sources = engine.local_sources(options.charts_dir, options.manifests_dir)
+    claims = ClaimMaker(api, pvc_claims({k: decode_value(v) for k, v in stacks.values.items()}))
+    claims.start()
+    try:
+        for name, path in stacks.order:
+            program = run.program(_reader(path.parent))
+            workspace = engine.open_stack(
+                run.directory,
+                name=name,
+                project=PROJECT,
+                program=program,
+                tools=tools,
+                env=env,
+                skipper=skipper,
+                sources=sources,
+            )
+            run.workspaces[name] = workspace
+            target = name == options.stack
+            texts = [read_stack_text(path)]
+            if target and run.old_text is not None:
+                texts.insert(0, run.old_text)
+            if not _bring_up(run, workspace, name, texts, passphrase_given=passphrase_given, target=target):
+                return
+        if skipper.skipped:
+            report.notes.append(
+                f"pulumi.com/skipAwait added to {len(skipper.skipped)} objects: "
+                + "; ".join(sorted(set(skipper.skipped)))
+            )
+        if claims.made:
+            report.notes.append(f"made the stack's pvc:// claims, as their owner would: {', '.join(claims.made)}")
+        refused = refused_pods(api)
+        report.notes += [f"the API server refused pods of {item}" for item in refused]
+        pods = [pod_placement(p) for p in wait_for_pods(api)]
+        report.placement = compare_placement(pods, plan, groups, unmade_models(api))
+        if refused:
+            report.steps.append(
+                Step("pods admitted", False, 0.0, {}, [(r.split(":", 1)[0], r.split(": ", 1)[-1]) for r in refused])
+            )
+        if options.stored is not None:
+            stored = [o for o in api.all_objects(SKIPPED_RESOURCES) if object_identity(o) not in run.baseline]
+            options.stored.write_text(json.dumps(stored, indent=1, sort_keys=True), encoding="utf-8")
+        for name, _ in stacks.order:
+            workspace = run.workspaces[name]
+            step, _ = engine.run_step(
+                f"up again ({name})" if len(stacks.order) > 1 else "up again",
+                engine.up(workspace, expect_no_changes=True),
+                run.log,
+            )
+            changed = {op: n for op, n in step.summary.items() if op != "same"}
+            if changed:
+                step.ok = False
+                step.detail = f"the second up changed what the first made: {changed}"
+            report.steps.append(step)
+    finally:
+        claims.done.set()
+        _destroy(run, stacks)
+
+
+def _bring_up(
+    run: Run, workspace: engine.Workspace, name: str, texts: list[str], *, passphrase_given: bool, target: bool
+) -> bool:
+    """preview and up of each text in turn (the old one first with --diff-from); whether they passed."""
+    report = run.report
+    suffix = "" if target else f" ({name}, the platform stack)"
+    for index, text in enumerate(texts):
+        write_settings(workspace, name, settings(text, passphrase_given))
+        old = len(texts) > 1 and index == 0
+        label = " (old)" if old else ""
+        if not old:
+            step, events = engine.run_step(
+                f"preview{label}{suffix}",
+                engine.preview(workspace, diff=True),
+                run.log,
+            )
+            if not step.ok and engine.is_crd_gap(step.failures):
+                step.ok = True
+                report.notes.append(
+                    f"preview{suffix}: {len(step.failures)} objects of a chart need a CRD another chart installs, "
+                    "which a preview of a fresh cluster cannot know (pulumi/pulumi-kubernetes#3176): on a fresh "
+                    "cluster run the first `pulumi up --skip-preview`; the preview after up shows the rest"
+                )
+                step.failures = []
+                step.detail = "fresh cluster: objects whose CRDs another chart installs not previewed (#3176)"
+                gap = True
+            else:
+                gap = False
+            report.steps.append(step)
+            if len(texts) > 1:
+                report.changes = _changes(events)
+            if not step.ok:
+                return False
+        else:
+            gap = False
+        step, _ = engine.run_step(f"up{label}{suffix}", engine.up(workspace), run.log)
+        report.steps.append(step)
+        if not step.ok:
+            return False
+        if gap:
+            step, _ = engine.run_step(
+                f"preview (after up){suffix}",
+                engine.preview(workspace, expect_no_changes=True),
+                run.log,
+            )
+            report.steps.append(step)
+            if not step.ok:
+                return False
+    return True
+
+
+def _changes(events: engine.Events) -> list[tuple[str, str]]:
+    """The preview's changes, each as `infra diff` labels an object (kind namespace/name), or the
+    engine's type and name for what is not a Kubernetes object."""
+    out = []
+    for op, urn, type_, inputs in events.steps:
+        if type_.startswith("kubernetes:") and not type_.startswith(("kubernetes:helm", "kubernetes:yaml")) and inputs:
+            manifest = {
+                "apiVersion": inputs.get("apiVersion"),
+                "kind": inputs.get("kind"),
+                "metadata": inputs.get("metadata") or {},
+            }
+            label = object_label(manifest)
+        else:
+            label = f"{type_} {urn.rsplit('::', 1)[-1]}"
+        out.append((op, label))
+    return sorted(set(out))
+
+
+def _destroy(run: Run, stacks: Stacks) -> None:
+    """destroy, the shard before its platform stack, APIServices first (the namespace controller
+    cannot empty a namespace while an aggregated API it must list does not answer); then what it
+    left of the program's."""
+    report = run.report
+    kept: set[str] = set()
+    for name, _ in reversed(stacks.order):
+        workspace = run.workspaces.get(name)
+        if workspace is None:
+            continue
+        state = workspace.stack.export_stack().deployment or {}
+        resources = state.get("resources", [])
+        kept |= {
+            _state_label(r)
+            for r in resources
+            if r.get("retainOnDelete") and r.get("type", "").startswith("kubernetes:")
+        }
+        services = [r["urn"] for r in resources if r.get("type") == APISERVICE]
+        with contextlib.suppress(Exception):
+            workspace.stack._run_pulumi_cmd_sync(["state", "unprotect", "--all", "--yes"])
+        suffix = "" if name == run.options.stack else f" ({name})"
+        if services:
+            step, _ = engine.run_step(
+                f"destroy APIServices{suffix}",
+                engine.destroy(workspace, target=services),
+                run.log,
+            )
+            report.steps.append(step)
+        step, _ = engine.run_step(
+            f"destroy{suffix}",
+            engine.destroy(workspace),
+            run.log,
+        )
+        report.steps.append(step)
+    report.kept = sorted(kept)
+    if run.plane is not None and run.workspaces:
+        report.left_behind = _left_behind(run.plane.api, run.baseline, kept)
+
+
+def _state_label(resource: Mapping[str, Any]) -> str:
+    outputs = resource.get("outputs") or {}
+    metadata = outputs.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    return f"{outputs.get('kind')} {namespace + '/' if namespace else ''}{metadata.get('name')}"
+
+
+def _left_behind(api: KubeApi, baseline: set[tuple[str, str, str, str]], kept: set[str]) -> list[str]:
+    """What the cluster holds after destroy that it did not before (but what was kept on purpose),
+    once the garbage collector and the namespace controller have had their time."""
+    deadline = time.monotonic() + DESTROY_SETTLE_SECONDS
+    while True:
+        left = sorted(
+            label
+            for label in (_label(i) for i in identities(api.all_objects(SKIPPED_RESOURCES)) - baseline)
+            if label not in kept
+        )
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(2.0)
+
+
+def main(options: Options) -> ExitCode:
+    """Run a rehearsal and print its Markdown report; config and tool problems as the other
+    commands report them (exit 2)."""
+    try:
+        report, code = rehearse(options)
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return ExitCode.CONFIG_ERROR
+    except (ControlPlaneError, RehearsalInputError) as error:
+        print(f"rehearse: {error}", file=sys.stderr)
+        return ExitCode.CONFIG_ERROR
+    if options.markdown is None:
+        print(markdown(report))
+    else:
+        print(f"rehearsal of {options.stack}: {report.outcome.value} (report: {options.markdown})")
+    return code
