@@ -10,7 +10,7 @@ STACK ?= dev
 # environments hold (torch alone is thousands of modules), and the installs take half the CPU.
 PIP_FLAGS := --quiet --no-compile --disable-pip-version-check
 
-.PHONY: render test setup lint typecheck docs docs-reference unit schema provider bench bench-diff bench-cli bench-comparator clean helm pod-security mutants
+.PHONY: render test setup lint typecheck docs docs-reference unit schema provider bench bench-diff bench-cli bench-comparator clean helm pod-security mutants rehearsal rehearsal-tools rehearsal-go-mod
 
 # Pinned chart tarballs (<chart>-<version>.tgz) to expand offline, e.g. an air-gapped mirror:
 # `make render CHARTS_DIR=/srv/charts`. By default the pinned copies beside this checkout
@@ -108,6 +108,25 @@ tools/bin/pod-security: tools/pod-security/go.mod tools/pod-security/go.sum tool
 	cd tools/pod-security && go build -trimpath -o ../bin/pod-security .
 
 pod-security: tools/bin/pod-security
+
+# The rehearsal's tools (docs/rehearsal.md), from the Go module proxy into tools/bin/rehearsal:
+# the Pulumi CLI, its Kubernetes provider, kube-apiserver, kube-controller-manager, kube-scheduler,
+# etcd and KWOK, each from its wrapper module in tools/rehearsal (go.mod and go.sum, the pins).
+# A tool whose wrapper did not change is not rebuilt; Go's build cache makes a rebuild quick.
+# The cold build takes about 18 minutes on two cores (README.md).
+rehearsal-tools:
+	tools/rehearsal/build
+
+# After a kubernetes bump in tools/rehearsal/kube/go.mod: its replace lines from k8s.io/kubernetes's go.mod.
+rehearsal-go-mod:
+	cd tools/rehearsal/kube && $(PYTHON) replaces.py && go mod tidy
+
+# The rehearsals (tests/rehearsal): dev, prod, the feature stacks and a fleet brought up, up again
+# and destroyed by the real engine against a throwaway control plane; two at a time (each runs
+# seven processes and the engine). Not part of `make test`: CI runs both.
+REHEARSAL_WORKERS ?= 2
+rehearsal: $(BIN)/.installed rehearsal-tools tools/bin/helm
+	INFRA_REHEARSAL=1 $(BIN)/pytest tests/rehearsal -n $(REHEARSAL_WORKERS) --dist load --durations=0 -p no:randomly
 
 render: $(RENDER_VENV)/.installed tools/bin/helm
 	$(RENDER_VENV)/bin/inference-platform render --stack $(STACK) $(if $(CHARTS_DIR),--charts-dir $(CHARTS_DIR)) $(if $(MANIFESTS_DIR),--manifests-dir $(MANIFESTS_DIR))

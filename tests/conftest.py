@@ -698,3 +698,8 @@ PIPELINES: list[dict[str, Any]] = [
 # tests/policies/test_policies.py imports pulumi_policy, which lives in .venv-policy only;
 # tests/policies/test_pack.py runs it there.
 collect_ignore = ["policies/test_policies.py"]
+# The rehearsals (tests/rehearsal) run the real engine against a control plane, minutes each, with
+# tools `make rehearsal-tools` builds: `make rehearsal` runs them (INFRA_REHEARSAL=1), `make test` not.
+REHEARSAL_ENV = "INFRA_REHEARSAL"
+if not os.environ.get(REHEARSAL_ENV):
+    collect_ignore.append("rehearsal")

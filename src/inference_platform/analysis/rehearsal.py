@@ -312,6 +312,8 @@ class Placement:
     npus_rehearsed: Mapping[str, int]
     findings: tuple[str, ...]
     outcome: Outcome
+    unmade: Mapping[str, str] = field(default_factory=dict)
+    """Models whose pods no controller makes here, with why: left out of the comparison."""
 
     @property
     def pending(self) -> tuple[PodPlacement, ...]:
@@ -333,6 +335,7 @@ class Placement:
             "pending": [p.as_json() for p in self.pending],
             "leftToHami": [p.as_json() for p in self.left_to_hami],
             "findings": list(self.findings),
+            "unmade": dict(self.unmade),
             "pods": [p.as_json() for p in self.pods],
         }
 
@@ -407,7 +410,16 @@ def compare_placement(
         ]
     outcome = Outcome.PLACEMENT_DISAGREES if findings else Outcome.PODS_PENDING if pending else Outcome.PASSED
     return Placement(
-        tuple(pods), planned, placed, rehearsed, npus_planned, npus_placed, npus_rehearsed, tuple(findings), outcome
+        tuple(pods),
+        planned,
+        placed,
+        rehearsed,
+        npus_planned,
+        npus_placed,
+        npus_rehearsed,
+        tuple(findings),
+        outcome,
+        dict(unmade),
     )
 
 
@@ -650,6 +662,9 @@ def _placement_lines(placement: Placement) -> list[str]:
         owners = sorted({f"{p.namespace}/{p.owner}" for p in placement.left_to_hami})
         lines += ["", f"Left to HAMi's scheduler (vGPU/vNPU slices, not run here): {len(placement.left_to_hami)} "
                   f"pods of {', '.join(owners)}."]  # fmt: skip
+    if placement.unmade:
+        lines += ["", "Not compared (no controller makes their pods here): "
+                  + "; ".join(f"{m}: {why}" for m, why in sorted(placement.unmade.items())) + "."]  # fmt: skip
     if placement.findings:
         lines += ["", "**The scheduler and `infra capacity` disagree:**", ""]
         lines += [f"- {_cell(f)}" for f in placement.findings]

@@ -433,6 +433,7 @@ def rehearse(options: Options, program: Program = default_program) -> tuple[Repo
     try:
         plane = start(directory, tools, children)
         run.plane = plane
+        engine.progress(f"control plane at {plane.api.server} in {directory} ({time.monotonic() - started:.0f} s)")
         plan = stacks.config.capacity()
         groups, notes = node_groups(
             plan, stacks.config.platform.gpu_nodes, stacks.config.platform.npu_nodes,
@@ -496,66 +497,88 @@ def _steps(
     claims = ClaimMaker(api, pvc_claims({k: decode_value(v) for k, v in stacks.values.items()}))
     claims.start()
     try:
-        for name, path in stacks.order:
-            program = run.program(_reader(path.parent))
-            workspace = engine.open_stack(
-                run.directory,
-                name=name,
-                project=PROJECT,
-                program=program,
-                tools=tools,
-                env=env,
-                skipper=skipper,
-                sources=sources,
-            )
-            run.workspaces[name] = workspace
-            target = name == options.stack
-            texts = [read_stack_text(path)]
-            if target and run.old_text is not None:
-                texts.insert(0, run.old_text)
-            if not _bring_up(run, workspace, name, texts, passphrase_given=passphrase_given, target=target):
-                return
-        if skipper.skipped:
-            report.notes.append(
-                f"pulumi.com/skipAwait added to {len(skipper.skipped)} objects: "
-                + "; ".join(sorted(set(skipper.skipped)))
-            )
-        if claims.made:
-            report.notes.append(f"made the stack's pvc:// claims, as their owner would: {', '.join(claims.made)}")
-        refused = refused_pods(api)
-        report.notes += [f"the API server refused pods of {item}" for item in refused]
-        pods = [pod_placement(p) for p in wait_for_pods(api)]
-        report.placement = compare_placement(pods, plan, groups, unmade_models(api))
-        if refused:
-            report.steps.append(
-                Step("pods admitted", False, 0.0, {}, [(r.split(":", 1)[0], r.split(": ", 1)[-1]) for r in refused])
-            )
-        if options.stored is not None:
-            stored = [o for o in api.all_objects(SKIPPED_RESOURCES) if object_identity(o) not in run.baseline]
-            options.stored.write_text(json.dumps(stored, indent=1, sort_keys=True), encoding="utf-8")
-        for name, _ in stacks.order:
-            workspace = run.workspaces[name]
-            step, _ = engine.run_step(
-                f"up again ({name})" if len(stacks.order) > 1 else "up again",
-                engine.up(workspace, expect_no_changes=True),
-                run.log,
-            )
-            changed = {op: n for op, n in step.summary.items() if op != "same"}
-            if changed:
-                step.ok = False
-                step.detail = f"the second up changed what the first made: {changed}"
-            report.steps.append(step)
+        brought_up = _up_all(
+            run, stacks, tools=tools, env=env, skipper=skipper, sources=sources, passphrase_given=passphrase_given
+        )
     finally:
         claims.done.set()
-        _destroy(run, stacks)
+    if skipper.skipped:
+        report.notes.append(
+            f"pulumi.com/skipAwait added to {len(skipper.skipped)} objects: " + "; ".join(sorted(set(skipper.skipped)))
+        )
+    if claims.made:
+        report.notes.append(f"made the stack's pvc:// claims, as their owner would: {', '.join(claims.made)}")
+    if brought_up:
+        _observe(run, plan, groups)
+        _up_again(run, stacks)
+    # Not reached on Ctrl-C: the throwaway control plane goes with everything else.
+    _destroy(run, stacks)
 
 
-def _bring_up(
-    run: Run, workspace: engine.Workspace, name: str, texts: list[str], *, passphrase_given: bool, target: bool
+def _suffix(run: Run, name: str) -> str:
+    return "" if name == run.options.stack else f" ({name}, the platform stack)"
+
+
+def _up_all(
+    run: Run,
+    stacks: Stacks,
+    *,
+    tools: Mapping[str, Path],
+    env: Mapping[str, str],
+    skipper: engine.AwaitSkipper,
+    sources: Any,
+    passphrase_given: bool,
 ) -> bool:
+    """Each stack brought up in turn (a shard's platform stack first); whether all were."""
+    for name, path in stacks.order:
+        program = run.program(_reader(path.parent))
+        workspace = engine.open_stack(
+            run.directory, name=name, project=PROJECT, program=program, tools=tools, env=env,
+            skipper=skipper, sources=sources,
+        )  # fmt: skip
+        run.workspaces[name] = workspace
+        texts = [read_stack_text(path)]
+        if name == run.options.stack and run.old_text is not None:
+            texts.insert(0, run.old_text)
+        if not _bring_up(run, workspace, name, texts, passphrase_given=passphrase_given):
+            return False
+    return True
+
+
+def _observe(run: Run, plan: Plan, groups: list[NodeGroup]) -> None:
+    """What the controllers and the scheduler made of it: refused pods, the placement, the stored objects."""
+    assert run.plane is not None
+    api, report = run.plane.api, run.report
+    engine.progress("placement ...")
+    pods = [pod_placement(p) for p in wait_for_pods(api)]
+    refused = refused_pods(api)
+    report.placement = compare_placement(pods, plan, groups, unmade_models(api))
+    if refused:
+        failures = [(r.split(": ", 1)[0], r.split(": ", 1)[-1]) for r in refused]
+        report.steps.append(Step("pods admitted", False, 0.0, {}, failures))
+    if run.options.stored is not None:
+        stored = [o for o in api.all_objects(SKIPPED_RESOURCES) if object_identity(o) not in run.baseline]
+        run.options.stored.write_text(json.dumps(stored, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def _up_again(run: Run, stacks: Stacks) -> None:
+    """A second `up --expect-no-changes` of each stack: the program and the provider agree with
+    what the cluster stores."""
+    for name, _ in stacks.order:
+        step, _ = engine.run_step(
+            f"up again{_suffix(run, name)}", engine.up(run.workspaces[name], expect_no_changes=True), run.log
+        )
+        changed = {op: n for op, n in step.summary.items() if op != "same"}
+        if changed:
+            step.ok = False
+            step.detail = f"the second up changed what the first made: {changed}"
+        run.report.steps.append(step)
+
+
+def _bring_up(run: Run, workspace: engine.Workspace, name: str, texts: list[str], *, passphrase_given: bool) -> bool:
     """preview and up of each text in turn (the old one first with --diff-from); whether they passed."""
     report = run.report
-    suffix = "" if target else f" ({name}, the platform stack)"
+    suffix = _suffix(run, name)
     for index, text in enumerate(texts):
         write_settings(workspace, name, settings(text, passphrase_given))
         old = len(texts) > 1 and index == 0
@@ -639,7 +662,7 @@ def _destroy(run: Run, stacks: Stacks) -> None:
         services = [r["urn"] for r in resources if r.get("type") == APISERVICE]
         with contextlib.suppress(Exception):
             workspace.stack._run_pulumi_cmd_sync(["state", "unprotect", "--all", "--yes"])
-        suffix = "" if name == run.options.stack else f" ({name})"
+        suffix = _suffix(run, name)
         if services:
             step, _ = engine.run_step(
                 f"destroy APIServices{suffix}",

@@ -12,6 +12,7 @@ Two stack transforms ride along, the rehearsal's only changes to what the progra
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -240,6 +241,7 @@ def run_step(name: str, action: Action, log: Path) -> tuple[Step, Events]:
     server's words (the CLI's whole output is in `log`)."""
     events = Events()
     start = time.monotonic()
+    progress(f"{name} ...")
     try:
         summary = action(events)
     except auto.CommandError as error:
@@ -247,8 +249,16 @@ def run_step(name: str, action: Action, log: Path) -> tuple[Step, Events]:
         with log.open("a", encoding="utf-8") as out:
             out.write(f"--- {name}\n{text}\n")
         detail = _last_error_line(text)
-        return Step(name, False, time.monotonic() - start, {}, list(events.failures), detail), events
-    return Step(name, not events.failures, time.monotonic() - start, _counts(summary), list(events.failures)), events
+        step = Step(name, False, time.monotonic() - start, {}, list(events.failures), detail)
+    else:
+        step = Step(name, not events.failures, time.monotonic() - start, _counts(summary), list(events.failures))
+    progress(f"{name}: {'ok' if step.ok else 'failed'} in {step.seconds:.0f} s {dict(step.summary)}")
+    return step, events
+
+
+def progress(text: str) -> None:
+    """A line on stderr as the rehearsal goes (the report comes at the end)."""
+    print(f"rehearse: {text}", file=sys.stderr, flush=True)
 
 
 def _last_error_line(text: str) -> str:
