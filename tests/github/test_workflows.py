@@ -165,6 +165,24 @@ def test_preview_runs_pulumi_preview_for_the_selected_stacks_and_comments() -> N
     assert ".venv" in install["run"], "Pulumi.yaml runs the program from .venv: the action installs nothing"
 
 
+def test_the_rehearsal_runs_for_each_selected_stack_comments_and_fails_the_check() -> None:
+    job = workflow("preview.yml")["jobs"]["rehearse"]
+    assert job["needs"] == "select"
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.select.outputs.stacks) }}"
+    assert job["strategy"]["fail-fast"] is False
+    assert "secrets." not in json.dumps(job), "a rehearsal needs no credentials"
+    scripts = {s.get("name"): s.get("run", "") for s in steps(job)}
+    assert "make rehearsal-tools" in scripts["Build the rehearsal's tools from the Go module proxy (tools/rehearsal)"]
+    rehearse = scripts["Rehearse"]
+    assert 'infra rehearse --stack "$STACK" "${diff_from[@]}"' in rehearse
+    assert '--diff-from "$BASE_SHA"' in rehearse
+    assert "<!-- inference-platform rehearsal: $STACK -->" in rehearse
+    assert "<!-- inference-platform rehearsal: $STACK -->" in scripts["Comment on the pull request"]
+    last = steps(job)[-1]
+    assert last["run"] == 'exit "${STATUS:-1}"'
+    assert last["env"]["STATUS"] == "${{ steps.rehearse.outputs.status }}"
+
+
 def test_render_diff_needs_no_credentials() -> None:
     job = workflow("preview.yml")["jobs"]["render-diff"]
     assert job["needs"] == "select"
