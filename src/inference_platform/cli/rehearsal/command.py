@@ -183,8 +183,15 @@ def settings(text: str, passphrase_given: bool) -> Settings:
 
 
 def write_settings(workspace: engine.Workspace, name: str, stack_settings: Settings) -> None:
-    work = Path(workspace.stack.workspace.work_dir)
-    (work / f"Pulumi.{name}.yaml").write_text(stack_settings.text, encoding="utf-8")
+    path = Path(workspace.stack.workspace.work_dir) / f"Pulumi.{name}.yaml"
+    text = stack_settings.text
+    if stack_settings.placeholders or "encryptionsalt" not in text:
+        # The copy keeps the salt `stack init` made for the throwaway passphrase.
+        made = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+        salt = (made or {}).get("encryptionsalt")
+        if salt:
+            text = yaml.safe_dump({"encryptionsalt": salt, **(yaml.safe_load(text) or {})}, sort_keys=False)
+    path.write_text(text, encoding="utf-8")
     for path in stack_settings.placeholders:
         workspace.stack.set_config(path, auto.ConfigValue(SECRET_PLACEHOLDER, secret=True), path=True)
 
