@@ -192,8 +192,8 @@ def write_settings(workspace: engine.Workspace, name: str, stack_settings: Setti
         if salt:
             text = yaml.safe_dump({"encryptionsalt": salt, **(yaml.safe_load(text) or {})}, sort_keys=False)
     path.write_text(text, encoding="utf-8")
-    for path in stack_settings.placeholders:
-        workspace.stack.set_config(path, auto.ConfigValue(SECRET_PLACEHOLDER, secret=True), path=True)
+    for key in stack_settings.placeholders:
+        workspace.stack.set_config(key, auto.ConfigValue(SECRET_PLACEHOLDER, secret=True), path=True)
 
 
 # --- The cluster: storage, claims, nodes -----------------------------------------------------------
