@@ -213,8 +213,17 @@ def test_stored_objects_hold_the_render_with_server_defaults_aside() -> None:
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": {"name": "d", "namespace": "a", "labels": {}},
-            "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "env": []}]}}},
+            "spec": {
+                "replicas": 2,
+                "template": {
+                    "spec": {
+                        "hostPID": False,
+                        "containers": [{"name": "c", "env": [], "resources": {"limits": {"cpu": "2000m"}}}],
+                    }
+                },
+            },
         },
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "m", "namespace": "a"}, "stringData": {"k": "[x]"}},
     ]
     stored = [
         {
@@ -230,12 +239,20 @@ def test_stored_objects_hold_the_render_with_server_defaults_aside() -> None:
             "spec": {
                 "replicas": 2,
                 "strategy": {"type": "RollingUpdate"},
-                "template": {"spec": {"containers": [{"name": "c", "imagePullPolicy": "IfNotPresent"}]}},
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "c", "imagePullPolicy": "IfNotPresent", "resources": {"limits": {"cpu": "2"}}}
+                        ]
+                    }
+                },
             },
             "status": {},
         },
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "m", "namespace": "a"}, "data": {"k": "c2VjcmV0"}},
     ]
-    assert stored_differences(rendered, stored) == []
+    assert stored_differences(rendered, stored, masked="[x]") == []
+    assert stored_differences(rendered, stored) == ["Secret a/m: data.k: rendered 'W3hd', stored 'c2VjcmV0'"]
 
 
 def test_a_field_the_server_changed_and_a_missing_object_are_named() -> None:

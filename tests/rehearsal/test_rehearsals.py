@@ -30,6 +30,7 @@ from inference_platform.cli.main import main as infra_main
 from inference_platform.cli.rehearsal.command import Options, default_program
 from inference_platform.cli.rehearsal.command import rehearse as rehearse_in_process
 from inference_platform.cli.rehearsal.control_plane import port_open
+from inference_platform.cli.render import SECRET_MASK
 from inference_platform.cli.render_files import read_chart_objects, read_render
 from inference_platform.platform.pod_security import PodSecurity
 from tests.conftest import ROOT, SHARED_MANIFESTS_DIR, write_sharded_repository
@@ -90,7 +91,8 @@ def test_a_stack_comes_up_stays_put_and_goes_as_rendered(
     # What the API server stores holds every object of the render, as rendered.
     render(stack, tmp_path / "render", charts=True)
     assert result.stored is not None
-    assert stored_differences(rendered_objects(tmp_path / "render" / stack), result.stored) == []
+    rendered = rendered_objects(tmp_path / "render" / stack)
+    assert stored_differences(rendered, result.stored, masked=SECRET_MASK) == []
 
 
 def test_a_lost_gpu_node_leaves_pods_pending_with_the_schedulers_words(

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from pydantic_core import PydanticCustomError
+
 from inference_platform.analysis.capacity import Plan
+from inference_platform.config.base import quantity_value
 from inference_platform.platform.ascend import CHIPS
 from inference_platform.platform.gpu_nodes import GPU_RESOURCE, GpuNodes, Toleration
 from inference_platform.platform.hami import (
@@ -431,12 +434,26 @@ SERVER_SET_METADATA = frozenset(
 
 
 def _empty(value: Any) -> bool:
-    return value is None or value in ({}, [])
+    """What the API server does not store (Go's omitempty): null, {}, [], "", false, 0."""
+    return value is None or (not isinstance(value, float) and value in ({}, [], "", False, 0))
 
 
-def _differences(path: str, rendered: Any, stored: Any, out: list[str]) -> None:
+def _same_quantity(rendered: Any, stored: Any) -> bool:
+    """2000m and 2, 1024Mi and 1Gi: the API server stores a quantity in its canonical form."""
+    if not isinstance(rendered, (str, int)) or not isinstance(stored, (str, int)) or isinstance(rendered, bool):
+        return False
+    try:
+        return quantity_value(rendered) == quantity_value(stored)
+    except (ValueError, TypeError, PydanticCustomError):
+        return False
+
+
+def _differences(path: str, rendered: Any, stored: Any, out: list[str], masked: str | None) -> None:
     """Where `rendered` is not within `stored`: the server may add fields (defaults, status) and
-    drop empty ones, never change one the render sets."""
+    drop empty ones, never change one the render sets. A rendered `masked` value (the render's
+    stand-in for a secret) stands for any stored one."""
+    if masked is not None and rendered == masked:
+        return
     if isinstance(rendered, Mapping):
         if not isinstance(stored, Mapping):
             if not (_empty(rendered) and stored is None):
@@ -447,25 +464,26 @@ def _differences(path: str, rendered: Any, stored: Any, out: list[str]) -> None:
                 if not _empty(value):
                     out.append(f"{path}.{key}: rendered {value!r}, not stored")
                 continue
-            _differences(f"{path}.{key}", value, stored[key], out)
+            _differences(f"{path}.{key}", value, stored[key], out, masked)
     elif isinstance(rendered, list):
         if not isinstance(stored, list) or len(stored) != len(rendered):
             if not (_empty(rendered) and _empty(stored)):
                 out.append(f"{path}: rendered {len(rendered)} items, stored {stored!r:.200}")
             return
         for index, (item, kept) in enumerate(zip(rendered, stored, strict=True)):
-            _differences(f"{path}[{index}]", item, kept, out)
-    elif rendered != stored and str(rendered) != str(stored):
+            _differences(f"{path}[{index}]", item, kept, out, masked)
+    elif rendered != stored and str(rendered) != str(stored) and not _same_quantity(rendered, stored):
         out.append(f"{path}: rendered {rendered!r}, stored {stored!r}")
 
 
-def _comparable(rendered: Mapping[str, Any]) -> dict[str, Any]:
-    """A rendered object as the API server stores it: a Secret's stringData is its data, base64."""
+def _comparable(rendered: Mapping[str, Any], masked: str | None) -> dict[str, Any]:
+    """A rendered object as the API server stores it: a Secret's stringData is its data, base64
+    (a masked value stays masked)."""
     out = dict(rendered)
     if out.get("kind") == "Secret" and "stringData" in out:
         data = dict(out.get("data") or {})
         for key, value in (out.pop("stringData") or {}).items():
-            data[key] = base64.b64encode(str(value).encode()).decode()
+            data[key] = value if value == masked else base64.b64encode(str(value).encode()).decode()
         out["data"] = data
     return out
 
@@ -478,10 +496,14 @@ def object_identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
 
 
 def stored_differences(
-    rendered: Iterable[Mapping[str, Any]], stored: Iterable[Mapping[str, Any]], default_namespace: str = "default"
+    rendered: Iterable[Mapping[str, Any]],
+    stored: Iterable[Mapping[str, Any]],
+    default_namespace: str = "default",
+    masked: str | None = None,
 ) -> list[str]:
     """Each rendered object the API server does not store as rendered: missing, or a field the
-    render sets that the server changed (server-set fields and defaults aside)."""
+    render sets that the server changed (server-set fields and defaults aside). `masked`: the
+    render's stand-in for a secret's value, which the rehearsal sets from its placeholders."""
     by_identity = {object_identity(obj): obj for obj in stored}
     out: list[str] = []
     for obj in rendered:
@@ -493,13 +515,17 @@ def stored_differences(
         if found is None:
             out.append(f"{label}: not stored")
             continue
-        comparable = _comparable(obj)
+        comparable = _comparable(obj, masked)
         metadata = {k: v for k, v in comparable.get("metadata", {}).items() if k not in SERVER_SET_METADATA}
         if found.get("metadata", {}).get("namespace") and not metadata.get("namespace"):
             metadata["namespace"] = found["metadata"]["namespace"]
         problems: list[str] = []
         _differences(
-            "", {**comparable, "metadata": metadata, "apiVersion": None}, {**found, "apiVersion": None}, problems
+            "",
+            {**comparable, "metadata": metadata, "apiVersion": None},
+            {**found, "apiVersion": None},
+            problems,
+            masked,
         )
         out += [f"{label}: {problem.lstrip('.')}" for problem in problems]
     return out
@@ -585,6 +611,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _short(message: str, limit: int = 600) -> str:
+    """A failure's words for the Markdown report (the JSON has them whole)."""
+    return message if len(message) <= limit else message[:limit] + " ..."
+
+
 def _counts(summary: Mapping[str, int]) -> str:
     return ", ".join(f"{count} {op}" for op, count in sorted(summary.items())) or "nothing"
 
@@ -608,7 +639,7 @@ def markdown(report: Report) -> str:
     details = [(step.name, step.detail) for step in report.steps if step.detail and not step.ok]
     if failures or details:
         lines += ["", "#### Failures", ""]
-        lines += [f"- {name}: `{resource}`: {_cell(message)}" for name, resource, message in failures]
+        lines += [f"- {name}: `{resource}`: {_cell(_short(message))}" for name, resource, message in failures]
         lines += [f"- {name}: {_cell(detail)}" for name, detail in details if not any(f[0] == name for f in failures)]
     if report.changes:
         lines += ["", "#### The engine's diff (`pulumi preview --diff` of the change)", ""]

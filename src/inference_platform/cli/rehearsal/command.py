@@ -298,8 +298,13 @@ def prepare_cluster(api: KubeApi, groups: list[NodeGroup]) -> None:
         api.create(api_path("v1", "nodes"), node)
 
 
+AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
+"""The API server's own APIServices, one per group and version a CRD serves (a kept CRD's stay)."""
+
+
 def identities(objects: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
-    return {object_identity(obj) for obj in objects}
+    """The objects' identities, but those the API server makes for itself."""
+    return {object_identity(obj) for obj in objects if AUTOMANAGED not in (obj.get("metadata", {}).get("labels") or {})}
 
 
 def _label(identity: tuple[str, str, str, str]) -> str:
@@ -511,7 +516,7 @@ def _steps(
         claims.done.set()
     if skipper.skipped:
         report.notes.append(
-            f"pulumi.com/skipAwait added to {len(skipper.skipped)} objects: " + "; ".join(sorted(set(skipper.skipped)))
+            f"pulumi.com/skipAwait added to {len(skipper.skipped)} objects: " + "; ".join(sorted(skipper.skipped))
         )
     if claims.made:
         report.notes.append(f"made the stack's pvc:// claims, as their owner would: {', '.join(claims.made)}")
@@ -539,10 +544,14 @@ def _up_all(
     """Each stack brought up in turn (a shard's platform stack first); whether all were."""
     for name, path in stacks.order:
         program = run.program(_reader(path.parent))
-        workspace = engine.open_stack(
-            run.directory, name=name, project=PROJECT, program=program, tools=tools, env=env,
-            skipper=skipper, sources=sources,
-        )  # fmt: skip
+        try:
+            workspace = engine.open_stack(
+                run.directory, name=name, project=PROJECT, program=program, tools=tools, env=env,
+                skipper=skipper, sources=sources,
+            )  # fmt: skip
+        except auto.CommandError as error:
+            run.report.steps.append(Step(f"stack init{_suffix(run, name)}", False, 0.0, {}, [], str(error)[-500:]))
+            return False
         run.workspaces[name] = workspace
         texts = [read_stack_text(path)]
         if name == run.options.stack and run.old_text is not None:
@@ -557,7 +566,10 @@ def _observe(run: Run, plan: Plan, groups: list[NodeGroup]) -> None:
     assert run.plane is not None
     api, report = run.plane.api, run.report
     engine.progress("placement ...")
+    start = time.monotonic()
     pods = [pod_placement(p) for p in wait_for_pods(api)]
+    pending = sum(1 for p in pods if p.node is None)
+    engine.progress(f"placement: {len(pods)} pods, {pending} not placed, in {time.monotonic() - start:.0f} s")
     refused = refused_pods(api)
     report.placement = compare_placement(pods, plan, groups, unmade_models(api))
     if refused:
@@ -685,7 +697,9 @@ def _destroy(run: Run, stacks: Stacks) -> None:
         report.steps.append(step)
     report.kept = sorted(kept)
     if run.plane is not None and run.workspaces:
+        start = time.monotonic()
         report.left_behind = _left_behind(run.plane.api, run.baseline, kept)
+        engine.progress(f"left behind: {len(report.left_behind)} objects, in {time.monotonic() - start:.0f} s")
 
 
 def _state_label(resource: Mapping[str, Any]) -> str:

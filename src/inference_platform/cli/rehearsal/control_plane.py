@@ -208,11 +208,13 @@ class KubeApi:
             return False
 
     def resources(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
-        """Every listable resource the API server serves: (its list path, its discovery entry)."""
+        """Every listable resource the API server serves, in every version of its group (the
+        preferred first): (its list path, its discovery entry)."""
         yield from self._group_resources("/api/v1")
         for group in self.get("/apis").get("groups", []):
-            version = group.get("preferredVersion", {}).get("groupVersion")
-            if version:
+            preferred = group.get("preferredVersion", {}).get("groupVersion")
+            versions = [v["groupVersion"] for v in group.get("versions", [])]
+            for version in sorted(versions, key=lambda v: v != preferred):
                 yield from self._group_resources(f"/apis/{version}")
 
     def _group_resources(self, base: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -226,17 +228,20 @@ class KubeApi:
             yield f"{base}/{resource['name']}", resource
 
     def all_objects(self, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-        """Every object of every resource (but the resource names in `skip`), with its kind and apiVersion."""
+        """Every object of every resource (but the resource names in `skip`), each once (in its
+        group's preferred version where it serves the kind), with its kind and apiVersion."""
         objects = []
-        seen: set[str] = set()
+        seen: set[tuple[str, str]] = set()
         for path, resource in self.resources():
-            if resource["name"] in skip or (resource["kind"] in seen and resource["name"] in skip):
+            version = path.removeprefix("/api/").removeprefix("/apis/").rsplit("/", 1)[0]
+            group = version.rpartition("/")[0]
+            if resource["name"] in skip or (group, resource["kind"]) in seen:
                 continue
+            seen.add((group, resource["kind"]))
             try:
                 listed = self.get(path)
             except (KubeApiError, OSError):
                 continue
-            version = path.removeprefix("/api/").removeprefix("/apis/").rsplit("/", 1)[0]
             for item in listed.get("items", []):
                 objects.append({"apiVersion": version, "kind": resource["kind"], **item})
         return objects

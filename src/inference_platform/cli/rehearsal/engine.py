@@ -79,13 +79,14 @@ def asks_for_slices(props: Mapping[str, Any]) -> bool:
     return False
 
 
-@dataclass
+@dataclass(eq=False)  # the SDK keys its transforms by the callable: hashed by identity
 class AwaitSkipper:
     """Adds pulumi.com/skipAwait where the provider's await cannot end in a rehearsal."""
 
     everything: bool
     """Fewer nodes than declared: pods may stay Pending anywhere, so no object is awaited."""
-    skipped: list[str] = field(default_factory=list)
+    skipped: set[str] = field(default_factory=set)
+    """What it annotated and why (the transform runs again for every preview and up)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def why(self, type_: str, props: Mapping[str, Any]) -> str | None:
@@ -109,7 +110,7 @@ class AwaitSkipper:
         annotations[SKIP_AWAIT] = "true"
         metadata["annotations"] = annotations
         with self.lock:
-            self.skipped.append(f"{args.type_.rsplit(':', 1)[-1]} {args.name}: {why}")
+            self.skipped.add(f"{args.type_.rsplit(':', 1)[-1]} {args.name}: {why}")
         return pulumi.ResourceTransformResult({**props, "metadata": metadata}, args.opts)
 
 
@@ -125,6 +126,8 @@ def engine_environment(directory: Path, tools: Mapping[str, Path], kubeconfig: P
     """The CLI's environment: its home, backend and passphrase in `directory`, the provider from
     the tool directory (first on PATH), no update check, no plugin download, no proxy."""
     path = os.pathsep.join([str(tools["pulumi-resource-kubernetes"].parent), os.environ.get("PATH", "")])
+    (directory / "state").mkdir(parents=True, exist_ok=True)
+    (directory / "pulumi-home").mkdir(parents=True, exist_ok=True)
     return {
         "PULUMI_HOME": str(directory / "pulumi-home"),
         "PULUMI_BACKEND_URL": f"file://{directory / 'state'}",
