@@ -467,12 +467,17 @@ def rehearse(options: Options, program: Program = default_program) -> tuple[Repo
     except KeyboardInterrupt:
         report.interrupted = True
     finally:
+        # A second Ctrl-C must not cut the stopping short: what was started is stopped first.
+        main_thread = threading.current_thread() is threading.main_thread()
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
         report.seconds = time.monotonic() - started
         if restore is not None:
             restore()
         children.stop()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if interrupt is not None:
+            signal.signal(signal.SIGINT, interrupt)
         _write_reports(options, report)
         if options.keep:
             report.notes.append(f"kept: {directory}")
