@@ -159,6 +159,7 @@ def test_the_platforms_prometheus_and_grafana_gather_what_shards_write(renders: 
     assert rules
     assert all(o["metadata"]["labels"][env["LABEL"]] == env["LABEL_VALUE"] for o in rules)
     assert all(o["metadata"]["namespace"] == env["NAMESPACE"] for o in rules)
+    assert charts["grafana"]["values"]["rbac"] == {"create": True}  # the sidecar lists ConfigMaps
     dashboards = charts["grafana"]["values"]["sidecar"]["dashboards"]
     found = [
         o for k, o in environment_objects(renders).items() if moved(k) and k[2].startswith("inference-dashboards-")

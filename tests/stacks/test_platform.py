@@ -336,6 +336,10 @@ def test_grafana_is_off_by_default_and_never_holds_the_password_in_values(render
     assert sorted(values["dashboards"]["inference-platform"]) == ["iris"]  # churn has one version
     assert result.outputs["platform"]["grafana"] == "http://grafana.monitoring.svc:80"
     assert not [r for r in result.manifests if r.inputs["kind"] == "VirtualService" and r.name == "grafana"]
+    # It never talks to the API: no RBAC (the chart's empty ClusterRole would differ from what the
+    # API server stores of it on every `pulumi up`, as the rehearsal showed).
+    assert values["automountServiceAccountToken"] is False
+    assert values["rbac"] == {"create": False}
 
 
 def test_grafana_can_be_served_through_the_gateway(render_config: Render) -> None:

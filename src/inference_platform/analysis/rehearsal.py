@@ -544,9 +544,12 @@ class Step:
     failures: list[tuple[str, str]] = field(default_factory=list)
     """(resource, the engine's or the API server's words) for each failure."""
     detail: str = ""
+    slowest: list[tuple[str, int]] = field(default_factory=list)
+    """The resources whose steps took longest, with their seconds (the engine's timestamps)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "slowest": [{"resource": r, "seconds": s} for r, s in self.slowest],
             "name": self.name,
             "ok": self.ok,
             "seconds": round(self.seconds, 1),

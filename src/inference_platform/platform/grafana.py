@@ -77,8 +77,11 @@ def grafana_values(args: GrafanaArgs) -> dict[str, Any]:
         "downloadDashboards": {
             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
         },
-        # Provisioned from files: Grafana never talks to the Kubernetes API.
+        # Provisioned from files: Grafana never talks to the Kubernetes API, so it has no RBAC
+        # (the chart's ClusterRole would have `rules: []`, which the API server stores as no rules
+        # at all: every `pulumi up` would then put them back, as the rehearsal found).
         "automountServiceAccountToken": False,
+        "rbac": {"create": False},
         "datasources": {
             "datasources.yaml": {
                 "apiVersion": 1,
@@ -123,6 +126,7 @@ def dashboards_sidecar(args: GrafanaArgs) -> dict[str, Any]:
     provider's folder; it watches them through the API (the chart's Role lets it)."""
     return {
         "automountServiceAccountToken": True,
+        "rbac": {"create": True},
         "sidecar": {
             "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
             "dashboards": {

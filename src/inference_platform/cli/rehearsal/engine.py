@@ -197,10 +197,22 @@ class Events:
     failures: list[tuple[str, str]] = field(default_factory=list)
     steps: list[tuple[str, str, str, Mapping[str, Any] | None]] = field(default_factory=list)
     """(operation, URN, type, the new inputs) of every step that is not `same`."""
+    began: dict[str, int] = field(default_factory=dict)
+    took: dict[str, int] = field(default_factory=dict)
+    """Seconds each resource's step took, from the engine's events' timestamps."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def slowest(self, count: int = 5) -> list[tuple[str, int]]:
+        ranked = sorted(self.took.items(), key=lambda item: -item[1])[:count]
+        return [(_resource(urn), seconds) for urn, seconds in ranked if seconds > 0]
 
     def __call__(self, event: auto.EngineEvent) -> None:
         with self.lock:
+            if event.resource_pre_event is not None:
+                self.began[event.resource_pre_event.metadata.urn] = event.timestamp
+            done = event.res_outputs_event or event.res_op_failed_event
+            if done is not None and done.metadata.urn in self.began:
+                self.took[done.metadata.urn] = event.timestamp - self.began[done.metadata.urn]
             diagnostic = event.diagnostic_event
             if diagnostic is not None and diagnostic.severity == "error":
                 self.failures.append((_resource(diagnostic.urn), diagnostic.message.strip()))
@@ -255,7 +267,11 @@ def run_step(name: str, action: Action, log: Path) -> tuple[Step, Events]:
         step = Step(name, False, time.monotonic() - start, {}, list(events.failures), detail)
     else:
         step = Step(name, not events.failures, time.monotonic() - start, _counts(summary), list(events.failures))
-    progress(f"{name}: {'ok' if step.ok else 'failed'} in {step.seconds:.0f} s {dict(step.summary)}")
+    step.slowest = events.slowest()
+    slowest = ", ".join(f"{resource} {seconds} s" for resource, seconds in step.slowest[:3])
+    progress(
+        f"{name}: {'ok' if step.ok else 'failed'} in {step.seconds:.0f} s {dict(step.summary)}; slowest: {slowest}"
+    )
     return step, events
 
 
