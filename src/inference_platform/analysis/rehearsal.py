@@ -347,10 +347,12 @@ def exclusive_gpus(plan: Plan) -> int:
     return sum(math.ceil(m.min) for m in plan.models.values() if m.mode == "exclusive" and m.device is None)
 
 
-def exclusive_npus(plan: Plan) -> dict[str, int]:
+def exclusive_npus(plan: Plan, exclude: Iterable[str] = ()) -> dict[str, int]:
+    """Whole NPUs of each type the plan gives exclusive models at minimum replicas (but `exclude`'s)."""
     out: dict[str, int] = {}
-    for m in plan.models.values():
-        if m.mode == "exclusive" and m.device is not None:
+    left_out = set(exclude)
+    for name, m in plan.models.items():
+        if m.mode == "exclusive" and m.device is not None and name not in left_out:
             out[m.device] = out.get(m.device, 0) + math.ceil(m.min)
     return out
 
@@ -388,7 +390,8 @@ def compare_placement(
     placed = sum(p.gpus for p in placed_pods)
     npus_rehearsed = _npus_of_groups(groups)
     npus_planned = {
-        CHIPS[device].resource if device in CHIPS else device: count for device, count in exclusive_npus(plan).items()
+        CHIPS[device].resource if device in CHIPS else device: count
+        for device, count in exclusive_npus(plan, exclude=unmade).items()
     }
     npus_placed = _npus_of_pods(placed_pods)
     pending = [p for p in pods if p.node is None and not p.slices]
@@ -516,6 +519,7 @@ def stored_differences(
             out.append(f"{label}: not stored")
             continue
         comparable = _comparable(obj, masked)
+        comparable.pop("status", None)  # the API server's to set (a published CRD file carries an empty one)
         metadata = {k: v for k, v in comparable.get("metadata", {}).items() if k not in SERVER_SET_METADATA}
         if found.get("metadata", {}).get("namespace") and not metadata.get("namespace"):
             metadata["namespace"] = found["metadata"]["namespace"]

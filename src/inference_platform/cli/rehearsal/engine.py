@@ -29,6 +29,8 @@ from inference_platform.cli.rehearsal.control_plane import without_proxies
 
 CHART_TYPES = ("kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Release")
 MANIFEST_TYPE = "kubernetes:yaml/v2:ConfigFile"
+COMPONENT_TYPES = ("kubernetes:helm.sh/", "kubernetes:yaml/")
+"""The provider's components: their time is their objects'."""
 SKIP_AWAIT = "pulumi.com/skipAwait"
 WORKLOADS = ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet")
 CRD_GAP_WORDS = ("no matches for kind", "failed to determine if the following GVK is namespaced")
@@ -135,6 +137,9 @@ def engine_environment(directory: Path, tools: Mapping[str, Path], kubeconfig: P
         "PULUMI_SKIP_UPDATE_CHECK": "1",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "1",
         "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "1",
+        # The state is thrown away: the engine writes it once at the end of each run, not after
+        # every step (each write serialises the whole state, CRDs' schemas and all).
+        "PULUMI_SKIP_CHECKPOINTS": "true",
         "KUBECONFIG": str(kubeconfig),
         "PATH": path,
     }
@@ -208,8 +213,11 @@ class Events:
 
     def __call__(self, event: auto.EngineEvent) -> None:
         with self.lock:
-            if event.resource_pre_event is not None:
-                self.began[event.resource_pre_event.metadata.urn] = event.timestamp
+            pre = event.resource_pre_event
+            # Kubernetes objects only: a component's or a chart's time is its children's.
+            kind = pre.metadata.type if pre is not None else ""
+            if pre is not None and kind.startswith("kubernetes:") and not kind.startswith(COMPONENT_TYPES):
+                self.began[pre.metadata.urn] = event.timestamp
             done = event.res_outputs_event or event.res_op_failed_event
             if done is not None and done.metadata.urn in self.began:
                 self.took[done.metadata.urn] = event.timestamp - self.began[done.metadata.urn]
