@@ -197,6 +197,14 @@ def test_pods_no_controller_makes_here_and_slices_are_left_out() -> None:
     assert [p.name for p in result.left_to_hami] == ["vgpu-0"]
 
 
+def test_npu_models_no_controller_makes_pods_for_are_left_out() -> None:
+    group = NodeGroup("npu-ascend910b3", 2, {}, (), {"huawei.com/Ascend910B3": "8"}, declared=2)
+    pods = [pod_placement(pod("npu-0", node="npu-ascend910b3-0", limits={"huawei.com/Ascend910B3": "2"}))]
+    result = compare_placement(pods, plan(0, None, Ascend910B3=2, Ascend910B4=8), [group], {"npu-Ascend910B4": "LWS"})
+    assert result.npus_planned == {"huawei.com/Ascend910B3": 2}
+    assert result.outcome is Outcome.PASSED
+
+
 def test_npu_placement_is_compared_per_chip() -> None:
     group = NodeGroup("npu-ascend910b3", 1, {}, (), {"huawei.com/Ascend910B3": "8"}, declared=1)
     pods = [pod_placement(pod("npu-0", node="npu-ascend910b3-0", limits={"huawei.com/Ascend910B3": "2"}))]

@@ -150,5 +150,5 @@ def test_zsh_and_fish_complete_stack_names_with_the_same_function(
     # Each command's --stack: zsh's _arguments spec ends in the function; fish's `complete -a` runs it.
     use = {"zsh": f':stack:{STACKS_FUNCTION}"', "fish": f'-l stack -xka "({STACKS_FUNCTION})"'}[shell]
     assert len([line for line in script.splitlines() if line.endswith(use) or use + " " in line]) == len(
-        ["render", "promote", "analyze", "rollout", "capacity"]
+        ["render", "promote", "analyze", "rollout", "capacity", "rehearse"]
     )
