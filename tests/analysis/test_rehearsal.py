@@ -226,7 +226,9 @@ def test_stored_objects_hold_the_render_with_server_defaults_aside() -> None:
                 "template": {
                     "spec": {
                         "hostPID": False,
-                        "containers": [{"name": "c", "env": [], "resources": {"limits": {"cpu": "2000m"}}}],
+                        "containers": [
+                            {"name": "c", "env": [], "resources": {"limits": {"cpu": "2000m", "memory": 0.5}}}
+                        ],
                     }
                 },
             },
@@ -250,7 +252,11 @@ def test_stored_objects_hold_the_render_with_server_defaults_aside() -> None:
                 "template": {
                     "spec": {
                         "containers": [
-                            {"name": "c", "imagePullPolicy": "IfNotPresent", "resources": {"limits": {"cpu": "2"}}}
+                            {
+                                "name": "c",
+                                "imagePullPolicy": "IfNotPresent",
+                                "resources": {"limits": {"cpu": "2", "memory": "500m"}},
+                            }
                         ]
                     }
                 },

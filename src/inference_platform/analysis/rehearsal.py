@@ -442,8 +442,9 @@ def _empty(value: Any) -> bool:
 
 
 def _same_quantity(rendered: Any, stored: Any) -> bool:
-    """2000m and 2, 1024Mi and 1Gi: the API server stores a quantity in its canonical form."""
-    if not isinstance(rendered, (str, int)) or not isinstance(stored, (str, int)) or isinstance(rendered, bool):
+    """2000m and 2, 1024Mi and 1Gi, 0.5 and 500m: the API server stores a quantity in its canonical form."""
+    numbers = (str, int, float)
+    if not isinstance(rendered, numbers) or not isinstance(stored, numbers) or isinstance(rendered, bool):
         return False
     try:
         return quantity_value(rendered) == quantity_value(stored)
