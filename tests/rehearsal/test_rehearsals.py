@@ -22,6 +22,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
+import yaml
 
 from inference_platform.analysis.rehearsal import Outcome, stored_differences
 from inference_platform.cli.diff import diff_renders
@@ -98,7 +99,14 @@ def test_a_stack_comes_up_stays_put_and_goes_as_rendered(
 def test_a_lost_gpu_node_leaves_pods_pending_with_the_schedulers_words(
     tmp_path: Path, tools_dir: Path, charts_dir: Path
 ) -> None:
-    result = rehearse(tmp_path, tools_dir, charts_dir, "prod", ROOT / "Pulumi.prod.yaml", "--gpu-nodes", "1")
+    # prod on GPU nodes of one GPU each: its two exclusive GPU pods take both declared nodes, so
+    # losing one leaves one of them without a GPU.
+    document = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())
+    document["config"]["inference-platform:platform"]["gpuNodes"]["gpusPerNode"] = 1
+    config = tmp_path / "Pulumi.prod.yaml"
+    config.write_text(yaml.safe_dump(document, sort_keys=False))
+    assert capacity("prod", config)["models"]["mnist"]["min"] == 2
+    result = rehearse(tmp_path, tools_dir, charts_dir, "prod", config, "--gpu-nodes", "1")
     assert result.code == ExitCode.PODS_PENDING, result.markdown
     assert result.report["outcome"] == Outcome.PODS_PENDING.value
     pending = result.report["placement"]["pending"]

@@ -589,63 +589,56 @@ def _up_again(run: Run, stacks: Stacks) -> None:
     """A second `up --expect-no-changes` of each stack: the program and the provider agree with
     what the cluster stores."""
     for name, _ in stacks.order:
-        step, _ = engine.run_step(
-            f"up again{_suffix(run, name)}", engine.up(run.workspaces[name], expect_no_changes=True), run.log
-        )
+        step, _ = _step(run, f"up again{_suffix(run, name)}", engine.up(run.workspaces[name], expect_no_changes=True))
         changed = {op: n for op, n in step.summary.items() if op != "same"}
         if changed:
             step.ok = False
             step.detail = f"the second up changed what the first made: {changed}"
-        run.report.steps.append(step)
+
+
+def _step(run: Run, name: str, action: engine.Action) -> tuple[Step, engine.Events]:
+    """One engine run, its step added to the report."""
+    step, events = engine.run_step(name, action, run.log)
+    run.report.steps.append(step)
+    return step, events
 
 
 def _bring_up(run: Run, workspace: engine.Workspace, name: str, texts: list[str], *, passphrase_given: bool) -> bool:
-    """preview and up of each text in turn (the old one first with --diff-from); whether they passed."""
-    report = run.report
+    """preview and up of each text in turn (with --diff-from, the old one is only brought up);
+    whether they passed."""
     suffix = _suffix(run, name)
     for index, text in enumerate(texts):
         write_settings(workspace, name, settings(text, passphrase_given))
-        old = len(texts) > 1 and index == 0
-        label = " (old)" if old else ""
-        if not old:
-            step, events = engine.run_step(
-                f"preview{label}{suffix}",
-                engine.preview(workspace, diff=True),
-                run.log,
-            )
-            if not step.ok and engine.is_crd_gap(step.failures):
-                step.ok = True
-                report.notes.append(
-                    f"preview{suffix}: {len(step.failures)} objects of a chart need a CRD another chart installs, "
-                    "which a preview of a fresh cluster cannot know (pulumi/pulumi-kubernetes#3176): on a fresh "
-                    "cluster run the first `pulumi up --skip-preview`; the preview after up shows the rest"
-                )
-                step.failures = []
-                step.detail = "fresh cluster: objects whose CRDs another chart installs not previewed (#3176)"
-                gap = True
-            else:
-                gap = False
-            report.steps.append(step)
-            if len(texts) > 1:
-                report.changes = _changes(events)
-            if not step.ok:
+        if len(texts) > 1 and index == 0:
+            if not _step(run, f"up (old){suffix}", engine.up(workspace))[0].ok:
                 return False
-        else:
-            gap = False
-        step, _ = engine.run_step(f"up{label}{suffix}", engine.up(workspace), run.log)
-        report.steps.append(step)
-        if not step.ok:
-            return False
+            continue
+        preview, events = _step(run, f"preview{suffix}", engine.preview(workspace, diff=True))
+        gap = not preview.ok and engine.is_crd_gap(preview.failures)
         if gap:
-            step, _ = engine.run_step(
-                f"preview (after up){suffix}",
-                engine.preview(workspace, expect_no_changes=True),
-                run.log,
-            )
-            report.steps.append(step)
-            if not step.ok:
-                return False
+            _crd_gap(run, preview, suffix)
+        if len(texts) > 1:
+            run.report.changes = _changes(events)
+        if not preview.ok or not _step(run, f"up{suffix}", engine.up(workspace))[0].ok:
+            return False
+        if (
+            gap
+            and not _step(run, f"preview (after up){suffix}", engine.preview(workspace, expect_no_changes=True))[0].ok
+        ):
+            return False
     return True
+
+
+def _crd_gap(run: Run, preview: Step, suffix: str) -> None:
+    """A fresh cluster's preview that failed only for CRDs another chart installs: a note, not a failure."""
+    run.report.notes.append(
+        f"preview{suffix}: {len(preview.failures)} objects of a chart need a CRD another chart installs, which a "
+        "preview of a fresh cluster cannot know (pulumi/pulumi-kubernetes#3176): on a fresh cluster run the first "
+        "`pulumi up --skip-preview`; the preview after up shows the rest"
+    )
+    preview.ok = True
+    preview.failures = []
+    preview.detail = "fresh cluster: objects whose CRDs another chart installs not previewed (#3176)"
 
 
 def _changes(events: engine.Events) -> list[tuple[str, str]]:
@@ -688,18 +681,8 @@ def _destroy(run: Run, stacks: Stacks) -> None:
             workspace.stack._run_pulumi_cmd_sync(["state", "unprotect", "--all", "--yes"])
         suffix = _suffix(run, name)
         if services:
-            step, _ = engine.run_step(
-                f"destroy APIServices{suffix}",
-                engine.destroy(workspace, target=services),
-                run.log,
-            )
-            report.steps.append(step)
-        step, _ = engine.run_step(
-            f"destroy{suffix}",
-            engine.destroy(workspace),
-            run.log,
-        )
-        report.steps.append(step)
+            _step(run, f"destroy APIServices{suffix}", engine.destroy(workspace, target=services))
+        _step(run, f"destroy{suffix}", engine.destroy(workspace))
     report.kept = sorted(kept)
     if run.plane is not None and run.workspaces:
         start = time.monotonic()
