@@ -90,19 +90,19 @@ def test_a_stack_comes_up_stays_put_and_goes_as_rendered(
     assert placement["gpusPlaced"] == sum(exclusive.values())
     assert placement["gpusPlanned"] == placement["gpusPlaced"]
     # What the API server stores holds every object of the render, as rendered.
-    render(stack, tmp_path / "render", charts=True)
+    render(stack, tmp_path, charts=True)  # into tmp_path/<stack>, the generated stack file written again
     assert result.stored is not None
-    rendered = rendered_objects(tmp_path / "render" / stack)
+    rendered = rendered_objects(tmp_path / stack)
     assert stored_differences(rendered, result.stored, masked=SECRET_MASK) == []
 
 
 def test_a_lost_gpu_node_leaves_pods_pending_with_the_schedulers_words(
     tmp_path: Path, tools_dir: Path, charts_dir: Path
 ) -> None:
-    # prod on GPU nodes of one GPU each: its two exclusive GPU pods take both declared nodes, so
-    # losing one leaves one of them without a GPU.
+    # prod on four GPU nodes of one GPU each (the four GPUs its models hold at minimum replicas):
+    # with one node left, one of mnist's two exclusive GPU pods finds no GPU.
     document = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())
-    document["config"]["inference-platform:platform"]["gpuNodes"]["gpusPerNode"] = 1
+    document["config"]["inference-platform:platform"]["gpuNodes"] |= {"count": 4, "gpusPerNode": 1}
     config = tmp_path / "Pulumi.prod.yaml"
     config.write_text(yaml.safe_dump(document, sort_keys=False))
     assert capacity("prod", config)["models"]["mnist"]["min"] == 2

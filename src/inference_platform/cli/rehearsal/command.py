@@ -646,6 +646,8 @@ def _changes(events: engine.Events) -> list[tuple[str, str]]:
     engine's type and name for what is not a Kubernetes object."""
     out = []
     for op, urn, type_, inputs in events.steps:
+        if type_.startswith("pulumi:providers:"):
+            continue  # the engine's own bookkeeping of default providers, which its summary does not count either
         if type_.startswith("kubernetes:") and not type_.startswith(("kubernetes:helm", "kubernetes:yaml")) and inputs:
             manifest = {
                 "apiVersion": inputs.get("apiVersion"),
