@@ -122,9 +122,10 @@ rehearsal-go-mod:
 	cd tools/rehearsal/kube && $(PYTHON) replaces.py && go mod tidy
 
 # The rehearsals (tests/rehearsal): dev, prod, the feature stacks and a fleet brought up, up again
-# and destroyed by the real engine against a throwaway control plane; two at a time (each runs
-# seven processes and the engine). Not part of `make test`: CI runs both.
-REHEARSAL_WORKERS ?= 2
+# and destroyed by the real engine against a throwaway control plane; three at a time (much of a
+# rehearsal is the provider's awaits, not CPU: the ten took 12.4 minutes so on two cores). Not
+# part of `make test`: CI runs both.
+REHEARSAL_WORKERS ?= 3
 rehearsal: $(BIN)/.installed rehearsal-tools tools/bin/helm
 	INFRA_REHEARSAL=1 $(BIN)/pytest tests/rehearsal -n $(REHEARSAL_WORKERS) --dist load --durations=0 -p no:randomly
 
