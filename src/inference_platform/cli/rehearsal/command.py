@@ -316,26 +316,44 @@ def _label(identity: tuple[str, str, str, str]) -> str:
 
 
 def wait_for_pods(api: KubeApi, seconds: float = PLACEMENT_SECONDS) -> list[dict[str, Any]]:
-    """The pods once the controllers made them all and the scheduler judged each: every pod bound
-    or marked unschedulable, as many as the workloads ask for, for three polls in a row."""
+    """The pods once the controllers made them all and the scheduler judged each: every
+    autoscaler's target at its minimum at least, every workload with the pods it asks for (or the
+    API server's refusal of them), every pod bound or marked unschedulable, for three polls in a row."""
     deadline = time.monotonic() + seconds
     stable = 0
     previous: tuple[Any, ...] = ()
     pods: list[dict[str, Any]] = []
     while time.monotonic() < deadline and stable < 3:
         pods = api.get(api_path("v1", "pods")).get("items", [])
-        wanted = sum(
-            int(item["spec"].get("replicas", 1) or 0)
-            for kind in ("replicasets", "statefulsets")
-            for item in api.get(api_path("apps/v1", kind)).get("items", [])
-            if kind == "statefulsets" or item["spec"].get("replicas")
-        )
         judged = all(p["spec"].get("nodeName") or _unschedulable(p) for p in pods)
         state = tuple(sorted((p["metadata"]["name"], p["spec"].get("nodeName") or "") for p in pods))
-        stable = stable + 1 if judged and len(pods) >= wanted and state == previous else 0
+        stable = stable + 1 if judged and _workloads_settled(api) and state == previous else 0
         previous = state
         time.sleep(1.0)
     return pods
+
+
+def _workloads_settled(api: KubeApi) -> bool:
+    """Whether every HorizontalPodAutoscaler's target holds its minimum replicas (the controller
+    scales a target up to it without metrics), and every Deployment, ReplicaSet and StatefulSet
+    has made the pods its spec asks for, or was refused them."""
+    workloads = {
+        (kind, item["metadata"]["namespace"], item["metadata"]["name"]): item
+        for kind in ("deployments", "replicasets", "statefulsets")
+        for item in api.get(api_path("apps/v1", kind)).get("items", [])
+    }
+    for hpa in api.get(api_path("autoscaling/v2", "horizontalpodautoscalers")).get("items", []):
+        target = hpa["spec"]["scaleTargetRef"]
+        kind = {"Deployment": "deployments", "StatefulSet": "statefulsets"}.get(target.get("kind"), "")
+        workload = workloads.get((kind, hpa["metadata"]["namespace"], target.get("name")))
+        if workload is not None and int(workload["spec"].get("replicas", 1)) < int(hpa["spec"].get("minReplicas", 1)):
+            return False
+    for item in workloads.values():
+        status = item.get("status", {})
+        refused = any(c.get("type") == "ReplicaFailure" for c in status.get("conditions", []))
+        if int(status.get("replicas", 0)) < int(item["spec"].get("replicas", 1)) and not refused:
+            return False
+    return True
 
 
 def _unschedulable(pod: Mapping[str, Any]) -> bool:
