@@ -496,10 +496,10 @@ def rehearse(options: Options, program: Program = default_program) -> tuple[Repo
             signal.signal(signal.SIGTERM, previous)
         if interrupt is not None:
             signal.signal(signal.SIGINT, interrupt)
-        _write_reports(options, report)
         if options.keep:
-            report.notes.append(f"kept: {directory}")
-        else:
+            report.notes.append(f"kept: {directory} (logs, the engine's output, the state)")
+        _write_reports(options, report)
+        if not options.keep:
             shutil.rmtree(directory, ignore_errors=True)
     return report, OUTCOME_CODES[report.outcome]
 
