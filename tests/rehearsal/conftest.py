@@ -53,9 +53,17 @@ class Rehearsal:
 
 
 def rehearse(
-    tmp: Path, tools: Path, charts: Path, stack: str, config: Path, *extra: str, stored: bool = False
+    tmp: Path,
+    tools: Path,
+    charts: Path,
+    stack: str,
+    config: Path,
+    *extra: str,
+    stored: bool = False,
+    passphrase: str | None = None,
 ) -> Rehearsal:
-    """`python -m infra rehearse` as a user runs it, its reports written to `tmp`."""
+    """`python -m infra rehearse` as a user runs it, its reports written to `tmp`; with the stack's
+    `passphrase` in $PULUMI_CONFIG_PASSPHRASE, or without one."""
     report, text, objects = tmp / "report.json", tmp / "report.md", tmp / "stored.json"
     command = [
         sys.executable, "-m", "infra", "rehearse", "--stack", stack, "--config", str(config),
@@ -63,6 +71,8 @@ def rehearse(
         "--json", str(report), "--markdown", str(text), *(["--stored", str(objects)] if stored else []), *extra,
     ]  # fmt: skip
     env = {key: value for key, value in os.environ.items() if key != "PULUMI_CONFIG_PASSPHRASE"}
+    if passphrase is not None:
+        env["PULUMI_CONFIG_PASSPHRASE"] = passphrase
     done = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=REHEARSAL_SECONDS, env=env, check=False
     )

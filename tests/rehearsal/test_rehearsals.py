@@ -8,6 +8,7 @@ platform stack; an interrupted rehearsal leaves no process and no port behind.""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from inference_platform.analysis.rehearsal import Outcome, stored_differences
 from inference_platform.cli.diff import diff_renders
 from inference_platform.cli.exit_codes import ExitCode
 from inference_platform.cli.main import main as infra_main
-from inference_platform.cli.rehearsal.command import Options, default_program
+from inference_platform.cli.rehearsal.command import Options, default_program, settings
 from inference_platform.cli.rehearsal.command import rehearse as rehearse_in_process
 from inference_platform.cli.rehearsal.control_plane import port_open
 from inference_platform.cli.render import SECRET_MASK
@@ -94,6 +95,46 @@ def test_a_stack_comes_up_stays_put_and_goes_as_rendered(
     assert result.stored is not None
     rendered = rendered_objects(tmp_path / stack)
     assert stored_differences(rendered, result.stored, masked=SECRET_MASK) == []
+
+
+def test_with_its_passphrase_a_stack_files_secrets_are_decrypted_and_applied(
+    tmp_path: Path, tools_dir: Path, charts_dir: Path
+) -> None:
+    """prod's secure values, encrypted by the real CLI under a passphrase (a copy of prod's file:
+    nobody here has prod's), rehearsed with that passphrase: the Secret holds the real values."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "Pulumi.yaml").write_bytes((ROOT / "Pulumi.yaml").read_bytes())
+    copy = settings((ROOT / "Pulumi.prod.yaml").read_text(), passphrase_given=False)
+    (project / "Pulumi.prod.yaml").write_text(copy.text)
+    state = tmp_path / "state"
+    state.mkdir()
+    env = os.environ | {
+        "PULUMI_BACKEND_URL": f"file://{state}",
+        "PULUMI_CONFIG_PASSPHRASE": "a rehearsal's passphrase",
+        "PULUMI_HOME": str(tmp_path / "home"),
+        "PULUMI_SKIP_UPDATE_CHECK": "1",
+    }
+    pulumi_cli = str(tools_dir / "pulumi")
+    init = [pulumi_cli, "stack", "init", "prod", "--secrets-provider", "passphrase", "--non-interactive"]
+    subprocess.run(init, cwd=project, env=env, check=True, capture_output=True)
+    for index, key in enumerate(copy.placeholders):
+        command = [pulumi_cli, "config", "set", "--path", "--secret", key, f"secret-{index}", "--stack", "prod"]
+        subprocess.run(command, cwd=project, env=env, check=True, capture_output=True)
+    assert (project / "Pulumi.prod.yaml").read_text().count("secure: v1:") == len(copy.placeholders)
+    result = rehearse(
+        tmp_path, tools_dir, charts_dir, "prod", project / "Pulumi.prod.yaml", stored=True,
+        passphrase="a rehearsal's passphrase",
+    )  # fmt: skip
+    assert result.code == ExitCode.OK, result.markdown
+    assert not any("placeholder" in note for note in result.report["notes"])
+    assert result.stored is not None
+    (secret,) = [
+        o for o in result.stored if o["kind"] == "Secret" and o["metadata"]["name"] == "model-storage-credentials"
+    ]
+    credentials = base64.b64decode(secret["data"]["aws-credentials"]).decode()
+    assert "secret-0" in credentials
+    assert "secret-1" in credentials
 
 
 def test_a_lost_gpu_node_leaves_pods_pending_with_the_schedulers_words(
