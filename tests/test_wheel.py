@@ -78,7 +78,18 @@ def test_the_wheel_holds_the_library_typed_and_its_command(installed: Path) -> N
     assert not site.is_relative_to(ROOT)
     usage = run(installed.parent / "inference-platform", "--help", cwd=installed.parent)
     commands = set(usage.split("{", 1)[1].split("}", 1)[0].split(","))
-    assert commands == {"render", "diff", "promote", "analyze", "rollout", "capacity", "stacks", "schema", "completion"}
+    assert commands == {
+        "render",
+        "diff",
+        "promote",
+        "analyze",
+        "rollout",
+        "capacity",
+        "rehearse",
+        "stacks",
+        "schema",
+        "completion",
+    }
 
 
 def test_a_program_outside_the_repository_composes_the_components(installed: Path, tmp_path: Path) -> None:
