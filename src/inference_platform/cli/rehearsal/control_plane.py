@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inference_platform.analysis.rehearsal import FAKE_NODE_ANNOTATION
 from inference_platform.cli.rehearsal.processes import Children
 
 CONTROL_PLANE_TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -38,7 +39,6 @@ DISABLED_ADMISSION = ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook")
 """The charts' webhooks' servers never run here (no kubelet runs their pods): a real cluster, before
 they run, refuses what a failing webhook with failurePolicy Fail would see, or lets it through with
 Ignore. The rehearsal calls none of them, as if each failed open (docs/rehearsal.md)."""
-FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 
 class ControlPlaneError(Exception):
