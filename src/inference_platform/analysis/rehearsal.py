@@ -274,7 +274,7 @@ def pod_placement(pod: Mapping[str, Any]) -> PodPlacement:
         scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
         reason = (scheduled or {}).get("message") or "not yet scheduled"
     npus = {name: count for name, count in limits.items() if name.startswith("huawei.com/") and _is_npu_count(name)}
-    slices = any(name in SLICE_RESOURCES or _is_npu_slice(name) for name in limits)
+    slices = any(is_slice_resource(name) for name in limits)
     return PodPlacement(
         namespace=str(metadata.get("namespace")),
         name=str(metadata.get("name")),
@@ -296,6 +296,11 @@ def model_of(metadata: Mapping[str, Any]) -> str | None:
 
 def _is_npu_slice(resource: str) -> bool:
     return resource.startswith("huawei.com/") and resource.endswith(("-memory", "-core"))
+
+
+def is_slice_resource(resource: str) -> bool:
+    """Whether a container's resource is a vGPU or vNPU slice's (HAMi's scheduler places it)."""
+    return resource in SLICE_RESOURCES or _is_npu_slice(resource)
 
 
 def _is_npu_count(resource: str) -> bool:

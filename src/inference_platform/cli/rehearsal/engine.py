@@ -23,7 +23,7 @@ from typing import Any
 import pulumi
 from pulumi import automation as auto
 
-from inference_platform.analysis.rehearsal import SLICE_RESOURCES, Step
+from inference_platform.analysis.rehearsal import Step, is_slice_resource
 from inference_platform.cli.charts import manifest_file_name
 from inference_platform.cli.rehearsal.control_plane import without_proxies
 
@@ -73,10 +73,7 @@ def asks_for_slices(props: Mapping[str, Any]) -> bool:
     for container in containers if isinstance(containers, list) else []:
         resources = _get(container, "resources") or {}
         for part in ("limits", "requests"):
-            names = set(_get(resources, part) or {})
-            if names & SLICE_RESOURCES or any(
-                n.startswith("huawei.com/") and n.endswith(("-memory", "-core")) for n in names
-            ):
+            if any(is_slice_resource(str(name)) for name in _get(resources, part) or {}):
                 return True
     return False
 
