@@ -204,57 +204,62 @@ def test_pod_security_refuses_a_pod_that_breaks_its_namespaces_level(
     assert report.left_behind == []
 
 
-def test_diff_from_shows_the_engines_diff_of_a_weight_change_as_infra_diff_does(
-    tmp_path: Path, tools_dir: Path, charts_dir: Path
+ENGINE_OPS = {"create": "added", "delete": "removed", "update": "changed", "replace": "changed"}
+"""The engine's operation on an object, and what `infra diff` calls that object (the provider
+replaces a ConfigMap whose data changes: `infra diff` calls it changed)."""
+
+
+def infra_diff_labels(old: Path, new: Path, charts: Path, tmp_path: Path) -> dict[str, set[str]]:
+    """`infra diff` of the two files' renders (charts expanded): each object's label, by what
+    happened to it (added, removed, changed), the program's objects and the charts' alike."""
+    for name, path in (("old", old), ("new", new)):
+        out = tmp_path / f"{name}-render"
+        command = ["render", "--stack", "dev", "--config", str(path), "--out", str(out), "--charts-dir", str(charts)]
+        assert infra_main([*command, "--manifests-dir", str(SHARED_MANIFESTS_DIR)]) == 0
+    diff = diff_renders(tmp_path / "old-render", tmp_path / "new-render")
+    labels: dict[str, set[str]] = {"added": set(), "removed": set(), "changed": set()}
+    for objects in (diff.objects, *diff.chart_objects.values()):
+        labels["added"] |= set(objects.added)
+        labels["removed"] |= set(objects.removed)
+        labels["changed"] |= set(objects.changed)
+    return labels
+
+
+@pytest.mark.parametrize(
+    ("change", "promotion"),
+    [
+        ("a weight change", ["--weights", "v1=50,v2=50"]),
+        (
+            "a new version and a retired one",
+            ["--add-version", "v4", "--model-uri", "pvc://models/iris/v4", "--retire", "v3"],
+        ),
+    ],
+)
+def test_diff_from_shows_the_engines_diff_of_a_change_as_infra_diff_does(
+    change: str, promotion: list[str], tmp_path: Path, tools_dir: Path, charts_dir: Path
 ) -> None:
     old = tmp_path / "old" / "Pulumi.dev.yaml"
     new = tmp_path / "new" / "Pulumi.dev.yaml"
     for path in (old, new):
         path.parent.mkdir()
         path.write_bytes((ROOT / "Pulumi.dev.yaml").read_bytes())
-    assert (
-        infra_main(
-            [
-                "promote",
-                "--stack",
-                "dev",
-                "--config",
-                str(new),
-                "--model",
-                "iris",
-                "--weights",
-                "v1=50,v2=50",
-                "--no-charts",
-            ]
-        )
-        == 0
-    )
-    for name, path in (("old", old), ("new", new)):
-        assert (
-            infra_main(
-                [
-                    "render",
-                    "--stack",
-                    "dev",
-                    "--config",
-                    str(path),
-                    "--out",
-                    str(tmp_path / f"{name}-render"),
-                    "--no-charts",
-                ]
-            )
-            == 0
-        )
-    expected = diff_renders(tmp_path / "old-render", tmp_path / "new-render")
-    changed = sorted(expected.objects.changed)
-    assert changed, "the weight change changes no object"
-    assert not expected.objects.added
-    assert not expected.objects.removed
+    command = ["promote", "--stack", "dev", "--config", str(new), "--model", "iris", *promotion, "--no-charts"]
+    assert infra_main(command) == 0
+    expected = infra_diff_labels(old, new, charts_dir, tmp_path)
+    assert expected["changed"], f"{change} changes no object"
     result = rehearse(tmp_path, tools_dir, charts_dir, "dev", new, "--diff-from", str(old))
     assert result.code == ExitCode.OK, result.markdown
-    changes = result.report["changes"]
-    assert {change["op"] for change in changes} == {"update"}, changes
-    assert sorted(change["resource"] for change in changes) == changed
+    shown: dict[str, set[str]] = {"added": set(), "removed": set(), "changed": set()}
+    for item in result.report["changes"]:
+        shown[ENGINE_OPS[item["op"]]].add(item["resource"])
+    assert shown == expected
+    if change == "a weight change":  # the routes it moves, updated, and nothing else
+        assert not expected["added"]
+        assert not expected["removed"]
+        assert all(label.startswith("VirtualService ") for label in expected["changed"])
+    else:
+        assert any(label.startswith("Deployment service/iris-v4 ") for label in shown["added"])
+        assert any(label.startswith("Deployment service/iris-v3 ") for label in shown["removed"])
     assert [step["name"] for step in result.report["steps"]][:3] == ["up (old)", "preview", "up"]
     assert "The engine's diff" in result.markdown
 

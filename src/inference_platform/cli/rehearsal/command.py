@@ -79,6 +79,8 @@ SKIPPED_RESOURCES = frozenset({"events", "leases", "endpoints", "endpointslices"
 """What controllers keep writing (or the API server makes per Service): never the program's own."""
 APISERVICE = "kubernetes:apiregistration.k8s.io/v1:APIService"
 PASSPHRASE_ENV = "PULUMI_CONFIG_PASSPHRASE"
+REPLACEMENT_STEPS = {"create-replacement": "replace", "delete-replaced": "replace"}
+"""The engine's steps of one replacement, reported as the one replace they make."""
 
 Program = Callable[[Callable[[str], dict[str, Any]]], Callable[[], None]]
 """Makes the inline program from a reader of other stacks' files (a platform stack's shards')."""
@@ -661,11 +663,12 @@ def _crd_gap(run: Run, preview: Step, suffix: str) -> None:
 
 def _changes(events: engine.Events) -> list[tuple[str, str]]:
     """The preview's changes, each as `infra diff` labels an object (kind namespace/name), or the
-    engine's type and name for what is not a Kubernetes object."""
+    engine's type and name for what is not a Kubernetes object; a replacement's steps as one replace."""
     out = []
-    for op, urn, type_, inputs in events.steps:
+    for step, urn, type_, inputs in events.steps:
         if type_.startswith("pulumi:providers:"):
             continue  # the engine's own bookkeeping of default providers, which its summary does not count either
+        op = REPLACEMENT_STEPS.get(step, step)
         if type_.startswith("kubernetes:") and not type_.startswith(("kubernetes:helm", "kubernetes:yaml")) and inputs:
             manifest = {
                 "apiVersion": inputs.get("apiVersion"),

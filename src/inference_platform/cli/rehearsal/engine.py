@@ -223,8 +223,9 @@ class Events:
                 self.failures.append((_resource(diagnostic.urn), diagnostic.message.strip()))
             pre = event.resource_pre_event
             if pre is not None and pre.metadata.op not in {auto.OpType.SAME, auto.OpType.READ}:
-                new = pre.metadata.new
-                inputs = new.inputs if new is not None else None
+                # A delete (or the deletion of a replaced object) has only the old state's inputs.
+                state = pre.metadata.new or pre.metadata.old
+                inputs = state.inputs if state is not None else None
                 self.steps.append((pre.metadata.op.value, pre.metadata.urn, pre.metadata.type, inputs))
 
 
