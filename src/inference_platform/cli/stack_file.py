@@ -105,15 +105,15 @@ def _is_secure(value: Any) -> bool:
     return isinstance(value, Mapping) and set(value) == {"secure"}
 
 
-def _unseal(value: Any, at: tuple[int | str, ...]) -> tuple[Any, list[tuple[int | str, ...]]]:
+def unseal(value: Any, at: tuple[int | str, ...]) -> tuple[Any, list[tuple[int | str, ...]]]:
     """Replace `secure:` values by the placeholder; say where they were (`at`: the value's path)."""
     if _is_secure(value):
         return SECRET_PLACEHOLDER, [at]
     if isinstance(value, Mapping):
-        pairs = [(key, _unseal(item, (*at, key))) for key, item in value.items()]
+        pairs = [(key, unseal(item, (*at, key))) for key, item in value.items()]
         return {key: item for key, (item, _) in pairs}, [found for _, (_, where) in pairs for found in where]
     if isinstance(value, list):
-        items = [_unseal(item, (*at, index)) for index, item in enumerate(value)]
+        items = [unseal(item, (*at, index)) for index, item in enumerate(value)]
         return [item for item, _ in items], [found for _, where in items for found in where]
     return value, []
 
@@ -189,7 +189,7 @@ def stack_file_from_document(document: Any, path: Path) -> StackFile:
         if not isinstance(key, str) or ":" not in key:
             problems.append(Problem(str(key), "config keys are namespaced: write inference-platform:<key>", (key,)))
             continue
-        unsealed, where = _unseal(value, (key,))
+        unsealed, where = unseal(value, (key,))
         config[key] = wire_value(unsealed)
         if where:
             secret_keys.append(key)

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -57,9 +57,16 @@ from inference_platform.cli.rehearsal.control_plane import (
     start,
 )
 from inference_platform.cli.rehearsal.processes import Children, adopt_orphans
-from inference_platform.cli.stack_file import SECRET_PLACEHOLDER, read_stack_config, read_stack_file, read_stack_text
+from inference_platform.cli.stack_file import (
+    SECRET_PLACEHOLDER,
+    read_stack_config,
+    read_stack_file,
+    read_stack_text,
+    unseal,
+)
 from inference_platform.config.errors import ConfigError
 from inference_platform.config.project import PROJECT
+from inference_platform.serving.model_storage import pvc_location
 from inference_platform.stack.config import StackConfig, decode_value, project_values
 from inference_platform.stack.fleet import PLATFORM_STACK_KEY, platform_stack_name, stack_kind
 from inference_platform.stack.program import run as run_program
@@ -136,17 +143,6 @@ def old_stack_text(reference: str, config: Path) -> str:
         ) from None
 
 
-def _secure_paths(value: Any, at: tuple[int | str, ...]) -> Iterator[tuple[tuple[int | str, ...], Any]]:
-    if isinstance(value, Mapping) and set(value) == {"secure"}:
-        yield at, value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _secure_paths(item, (*at, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _secure_paths(item, (*at, index))
-
-
 def config_path(path: tuple[int | str, ...]) -> str:
     """A value's path as `pulumi config set --path` reads it: namespace:key, then [i] and ["k"]."""
     head, *rest = path
@@ -169,19 +165,13 @@ def settings(text: str, passphrase_given: bool) -> Settings:
     if passphrase_given:
         return Settings(text)
     document = yaml.safe_load(text) or {}
-    config = document.get("config") or {}
-    found = list(_secure_paths(config, ()))
+    config, found = unseal(document.get("config") or {}, ())
     if not found and "encryptionsalt" not in document:
         return Settings(text)
-    for where, _ in found:
-        holder: Any = config
-        for part in where[:-1]:
-            holder = holder[part]
-        holder[where[-1]] = None
     for key in ("encryptionsalt", "secretsprovider", "encryptedkey"):
         document.pop(key, None)
     document["config"] = config
-    return Settings(yaml.safe_dump(document, sort_keys=False), tuple(config_path(where) for where, _ in found))
+    return Settings(yaml.safe_dump(document, sort_keys=False), tuple(config_path(where) for where in found))
 
 
 def write_settings(workspace: engine.Workspace, name: str, stack_settings: Settings) -> None:
@@ -244,7 +234,7 @@ def pvc_claims(values: Any) -> set[str]:
     """The claims the stack's pvc:// storage URIs name: the user's, which a rehearsal creates."""
     found: set[str] = set()
     if isinstance(values, str) and values.startswith("pvc://"):
-        found.add(values.removeprefix("pvc://").split("/", 1)[0])
+        found.add(pvc_location(values)[0])
     elif isinstance(values, Mapping):
         for item in values.values():
             found |= pvc_claims(item)
@@ -365,16 +355,16 @@ def _unschedulable(pod: Mapping[str, Any]) -> bool:
     )
 
 
-def refused_pods(api: KubeApi) -> list[str]:
+def refused_pods(api: KubeApi) -> list[tuple[str, str]]:
     """The API server's refusals of a controller's pods (a ReplicaSet's ReplicaFailure: Pod Security
-    among them), each with its words."""
+    among them): each controller, with the API server's words."""
     out = []
     for kind in ("replicasets", "statefulsets", "daemonsets"):
         for item in api.get(api_path("apps/v1", kind)).get("items", []):
             for condition in item.get("status", {}).get("conditions", []):
                 if condition.get("type") == "ReplicaFailure" and condition.get("status") == "True":
                     meta = item["metadata"]
-                    out.append(f"{kind[:-1]} {meta['namespace']}/{meta['name']}: {condition.get('message')}")
+                    out.append((f"{kind[:-1]} {meta['namespace']}/{meta['name']}", str(condition.get("message"))))
     return out
 
 
@@ -457,9 +447,8 @@ def rehearse(options: Options, program: Program = default_program) -> tuple[Repo
     run = Run(options, program, directory, report, old_text=old_text)
     adopt_orphans()
     children = Children(directory)
-    previous = (
-        signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
-    )
+    main_thread = threading.current_thread() is threading.main_thread()  # signals are the main thread's
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     restore: Callable[[], None] | None = None
     started = time.monotonic()
     try:
@@ -488,7 +477,6 @@ def rehearse(options: Options, program: Program = default_program) -> tuple[Repo
         report.interrupted = True
     finally:
         # A second Ctrl-C must not cut the stopping short: what was started is stopped first.
-        main_thread = threading.current_thread() is threading.main_thread()
         interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
         report.seconds = time.monotonic() - started
         if restore is not None:
@@ -526,10 +514,8 @@ def _steps(
     options, report = run.options, run.report
     assert run.plane is not None
     api = run.plane.api
-    fewer = any(g.declared is not None and g.count < g.declared for g in groups) or (
-        options.nodes.gpu_nodes is not None or bool(options.nodes.npu_nodes)
-    )
-    skipper = engine.AwaitSkipper(everything=fewer)
+    # Nodes other than the declared (--gpu-nodes, --npu-nodes): pods may stay Pending anywhere.
+    skipper = engine.AwaitSkipper(everything=options.nodes.gpu_nodes is not None or bool(options.nodes.npu_nodes))
     sources = engine.local_sources(options.charts_dir, options.manifests_dir)
     claims = ClaimMaker(api, pvc_claims({k: decode_value(v) for k, v in stacks.values.items()}))
     claims.start()
@@ -598,8 +584,7 @@ def _observe(run: Run, plan: Plan, groups: list[NodeGroup]) -> None:
     refused = refused_pods(api)
     report.placement = compare_placement(pods, plan, groups, unmade_models(api))
     if refused:
-        failures = [(r.split(": ", 1)[0], r.split(": ", 1)[-1]) for r in refused]
-        report.steps.append(Step("pods admitted", False, 0.0, {}, failures))
+        report.steps.append(Step("pods admitted", False, 0.0, {}, refused))
     if run.options.stored is not None:
         stored = [o for o in api.all_objects(SKIPPED_RESOURCES) if object_identity(o) not in run.baseline]
         run.options.stored.write_text(json.dumps(stored, indent=1, sort_keys=True), encoding="utf-8")
@@ -669,7 +654,7 @@ def _changes(events: engine.Events) -> list[tuple[str, str]]:
         if type_.startswith("pulumi:providers:"):
             continue  # the engine's own bookkeeping of default providers, which its summary does not count either
         op = REPLACEMENT_STEPS.get(step, step)
-        if type_.startswith("kubernetes:") and not type_.startswith(("kubernetes:helm", "kubernetes:yaml")) and inputs:
+        if type_.startswith("kubernetes:") and not type_.startswith(engine.COMPONENT_TYPES) and inputs:
             manifest = {
                 "apiVersion": inputs.get("apiVersion"),
                 "kind": inputs.get("kind"),
@@ -687,7 +672,7 @@ def _destroy(run: Run, stacks: Stacks) -> None:
     cannot empty a namespace while an aggregated API it must list does not answer); then what it
     left of the program's."""
     report = run.report
-    kept: set[str] = set()
+    kept: set[tuple[str, str, str, str]] = set()
     for name, _ in reversed(stacks.order):
         workspace = run.workspaces.get(name)
         if workspace is None:
@@ -695,7 +680,7 @@ def _destroy(run: Run, stacks: Stacks) -> None:
         state = workspace.stack.export_stack().deployment or {}
         resources = state.get("resources", [])
         kept |= {
-            _state_label(r)
+            object_identity(r.get("outputs") or {})
             for r in resources
             if r.get("retainOnDelete") and r.get("type", "").startswith("kubernetes:")
         }
@@ -706,30 +691,21 @@ def _destroy(run: Run, stacks: Stacks) -> None:
         if services:
             _step(run, f"destroy APIServices{suffix}", engine.destroy(workspace, target=services))
         _step(run, f"destroy{suffix}", engine.destroy(workspace))
-    report.kept = sorted(kept)
+    report.kept = sorted(_label(identity) for identity in kept)
     if run.plane is not None and run.workspaces:
         start = time.monotonic()
         report.left_behind = _left_behind(run.plane.api, run.baseline, kept)
         engine.progress(f"left behind: {len(report.left_behind)} objects, in {time.monotonic() - start:.0f} s")
 
 
-def _state_label(resource: Mapping[str, Any]) -> str:
-    outputs = resource.get("outputs") or {}
-    metadata = outputs.get("metadata") or {}
-    namespace = metadata.get("namespace")
-    return f"{outputs.get('kind')} {namespace + '/' if namespace else ''}{metadata.get('name')}"
-
-
-def _left_behind(api: KubeApi, baseline: set[tuple[str, str, str, str]], kept: set[str]) -> list[str]:
+def _left_behind(
+    api: KubeApi, baseline: set[tuple[str, str, str, str]], kept: set[tuple[str, str, str, str]]
+) -> list[str]:
     """What the cluster holds after destroy that it did not before (but what was kept on purpose),
     once the garbage collector and the namespace controller have had their time."""
     deadline = time.monotonic() + DESTROY_SETTLE_SECONDS
     while True:
-        left = sorted(
-            label
-            for label in (_label(i) for i in identities(api.all_objects(SKIPPED_RESOURCES)) - baseline)
-            if label not in kept
-        )
+        left = sorted(_label(i) for i in identities(api.all_objects(SKIPPED_RESOURCES)) - baseline - kept)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(2.0)

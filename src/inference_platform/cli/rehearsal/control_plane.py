@@ -209,37 +209,36 @@ class KubeApi:
 
     def resources(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
         """Every listable resource the API server serves, in every version of its group (the
-        preferred first): (its list path, its discovery entry)."""
-        yield from self._group_resources("/api/v1")
+        preferred first): (its group's apiVersion, its discovery entry)."""
+        yield from self._group_resources("v1")
         for group in self.get("/apis").get("groups", []):
             preferred = group.get("preferredVersion", {}).get("groupVersion")
             versions = [v["groupVersion"] for v in group.get("versions", [])]
             for version in sorted(versions, key=lambda v: v != preferred):
-                yield from self._group_resources(f"/apis/{version}")
+                yield from self._group_resources(version)
 
-    def _group_resources(self, base: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    def _group_resources(self, version: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
         try:
-            listed = self.get(base)
+            listed = self.get(group_path(version))
         except (KubeApiError, OSError):
             return  # an aggregated API whose server does not run
         for resource in listed.get("resources", []):
             if "/" in resource["name"] or "list" not in resource.get("verbs", []):
                 continue
-            yield f"{base}/{resource['name']}", resource
+            yield version, resource
 
     def all_objects(self, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
         """Every object of every resource (but the resource names in `skip`), each once (in its
         group's preferred version where it serves the kind), with its kind and apiVersion."""
         objects = []
         seen: set[tuple[str, str]] = set()
-        for path, resource in self.resources():
-            version = path.removeprefix("/api/").removeprefix("/apis/").rsplit("/", 1)[0]
+        for version, resource in self.resources():
             group = version.rpartition("/")[0]
             if resource["name"] in skip or (group, resource["kind"]) in seen:
                 continue
             seen.add((group, resource["kind"]))
             try:
-                listed = self.get(path)
+                listed = self.get(api_path(version, resource["name"]))
             except (KubeApiError, OSError):
                 continue
             for item in listed.get("items", []):
@@ -247,9 +246,15 @@ class KubeApi:
         return objects
 
 
+def group_path(api_version: str) -> str:
+    """Where the API server serves an apiVersion (core v1 under /api, every group under /apis)."""
+    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+
+
 def api_path(api_version: str, plural: str, namespace: str | None = None, name: str | None = None) -> str:
-    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    path = base + (f"/namespaces/{urllib.parse.quote(namespace)}" if namespace else "") + f"/{plural}"
+    path = (
+        group_path(api_version) + (f"/namespaces/{urllib.parse.quote(namespace)}" if namespace else "") + f"/{plural}"
+    )
     return path + (f"/{urllib.parse.quote(name)}" if name else "")
 
 

@@ -98,7 +98,7 @@ class AwaitSkipper:
         return None
 
     def __call__(self, args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-        if not args.custom or not args.type_.startswith("kubernetes:") or args.type_.startswith("kubernetes:helm"):
+        if not args.custom or not args.type_.startswith("kubernetes:") or args.type_.startswith(COMPONENT_TYPES):
             return None
         props = args.props
         why = self.why(args.type_, props) if isinstance(props, Mapping) else None
@@ -118,7 +118,6 @@ class Workspace:
     """A stack of the program in the rehearsal's own backend."""
 
     stack: auto.Stack
-    skipper: AwaitSkipper
 
 
 def engine_environment(directory: Path, tools: Mapping[str, Path], kubeconfig: Path, passphrase: str) -> dict[str, str]:
@@ -189,7 +188,7 @@ def open_stack(
         pulumi_command=auto.PulumiCommand(root=str(root.parent), skip_version_check=True),
     )
     stack = auto.create_or_select_stack(name, project_name=project, program=rehearsed, opts=options)
-    return Workspace(stack, skipper)
+    return Workspace(stack)
 
 
 @dataclass
@@ -211,22 +210,21 @@ class Events:
     def __call__(self, event: auto.EngineEvent) -> None:
         with self.lock:
             pre = event.resource_pre_event
-            # Kubernetes objects only: a component's or a chart's time is its children's.
-            kind = pre.metadata.type if pre is not None else ""
-            if pre is not None and kind.startswith("kubernetes:") and not kind.startswith(COMPONENT_TYPES):
-                self.began[pre.metadata.urn] = event.timestamp
+            if pre is not None:
+                step = pre.metadata
+                # Kubernetes objects only: a component's or a chart's time is its children's.
+                if step.type.startswith("kubernetes:") and not step.type.startswith(COMPONENT_TYPES):
+                    self.began[step.urn] = event.timestamp
+                if step.op not in {auto.OpType.SAME, auto.OpType.READ}:
+                    # A delete (or the deletion of a replaced object) has only the old state's inputs.
+                    state = step.new or step.old
+                    self.steps.append((step.op.value, step.urn, step.type, state.inputs if state else None))
             done = event.res_outputs_event or event.res_op_failed_event
             if done is not None and done.metadata.urn in self.began:
                 self.took[done.metadata.urn] = event.timestamp - self.began[done.metadata.urn]
             diagnostic = event.diagnostic_event
             if diagnostic is not None and diagnostic.severity == "error":
                 self.failures.append((_resource(diagnostic.urn), diagnostic.message.strip()))
-            pre = event.resource_pre_event
-            if pre is not None and pre.metadata.op not in {auto.OpType.SAME, auto.OpType.READ}:
-                # A delete (or the deletion of a replaced object) has only the old state's inputs.
-                state = pre.metadata.new or pre.metadata.old
-                inputs = state.inputs if state is not None else None
-                self.steps.append((pre.metadata.op.value, pre.metadata.urn, pre.metadata.type, inputs))
 
 
 Action = Callable[[Events], Mapping[Any, int] | None]
@@ -295,11 +293,6 @@ def _last_error_line(text: str) -> str:
 def is_crd_gap(failures: Sequence[tuple[str, str]]) -> bool:
     """Whether a fresh cluster's preview failed only where a chart's object needs a CRD another
     chart installs (pulumi/pulumi-kubernetes#3176)."""
-    return (
-        bool(failures)
-        and all(
-            any(word in message for word in CRD_GAP_WORDS) or message.startswith("preview failed")
-            for _, message in failures
-        )
-        and any(any(word in message for word in CRD_GAP_WORDS) for _, message in failures)
-    )
+    gaps = [any(word in message for word in CRD_GAP_WORDS) for _, message in failures]
+    others = [message for (_, message), gap in zip(failures, gaps, strict=True) if not gap]
+    return any(gaps) and all(message.startswith("preview failed") for message in others)
